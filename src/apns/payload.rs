@@ -1,0 +1,142 @@
+//! The APNs request body: the still-sealed ciphertext inside an alert that makes iOS run
+//! the app's Notification Service Extension.
+//!
+//! Field order and names are fixed by DESIGN.md:
+//! `{"aps":{"alert":{"title":T,"body":B},"mutable-content":1,"interruption-level":L,"sound":"default"},"v":1,"suite":S,"ciphertext":C}`,
+//! with `sound` only for time-sensitive alerts. The stub title and body are shown only if
+//! the extension never runs.
+
+use serde::Serialize;
+
+use crate::envelope::{Envelope, Priority};
+
+/// Apple's limit on a notification body.
+pub const APNS_MAX_BODY_BYTES: usize = 4096;
+
+#[derive(Serialize)]
+struct Body<'a> {
+    aps: Aps<'a>,
+    v: u8,
+    suite: &'a str,
+    ciphertext: &'a str,
+}
+
+#[derive(Serialize)]
+struct Aps<'a> {
+    alert: Alert<'a>,
+    #[serde(rename = "mutable-content")]
+    mutable_content: u8,
+    #[serde(rename = "interruption-level")]
+    interruption_level: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sound: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Alert<'a> {
+    title: &'a str,
+    body: &'a str,
+}
+
+fn render(title: &str, body: &str, priority: Priority, suite: &str, ciphertext: &str) -> Vec<u8> {
+    let b = Body {
+        aps: Aps {
+            alert: Alert { title, body },
+            mutable_content: 1,
+            interruption_level: priority.as_str(),
+            sound: (priority == Priority::TimeSensitive).then_some("default"),
+        },
+        v: 1,
+        suite,
+        ciphertext,
+    };
+    serde_json::to_vec(&b).expect("a struct of strings always serializes")
+}
+
+/// The APNs body for one envelope.
+pub fn build(envelope: &Envelope, title: &str, body: &str) -> Vec<u8> {
+    render(
+        title,
+        body,
+        envelope.priority,
+        &envelope.suite,
+        &envelope.ciphertext,
+    )
+}
+
+/// The largest body any accepted envelope can produce with this cap and stub: a
+/// time-sensitive alert (it carries `sound`) with the longest suite and a full ciphertext.
+/// Base64 needs no JSON escaping, so the ciphertext's length is its byte count.
+pub fn largest_body_len(max_ciphertext_chars: usize, title: &str, body: &str) -> usize {
+    let ciphertext = "A".repeat(max_ciphertext_chars);
+    render(
+        title,
+        body,
+        Priority::TimeSensitive,
+        &"a".repeat(16),
+        &ciphertext,
+    )
+    .len()
+}
+
+/// The largest ciphertext cap whose largest body still fits in [`APNS_MAX_BODY_BYTES`].
+pub fn max_ciphertext_for(title: &str, body: &str) -> usize {
+    let overhead = largest_body_len(0, title, body);
+    // Keep the cap a multiple of 4: base64 lengths are.
+    (APNS_MAX_BODY_BYTES.saturating_sub(overhead)) / 4 * 4
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::parse;
+
+    fn envelope(priority: &str, ciphertext_len: usize) -> Envelope {
+        let body = serde_json::json!({
+            "v": 1, "device": "ab".repeat(32), "suite": "x25519",
+            "ciphertext": "Q".repeat(ciphertext_len),
+            "collapseId": "93bc5d02dc2a24b5365347573b6f5115",
+            "priority": priority, "event": false,
+        });
+        parse(&serde_json::to_vec(&body).unwrap(), 3800).unwrap()
+    }
+
+    #[test]
+    fn time_sensitive_body_is_exact() {
+        let b = build(&envelope("time-sensitive", 68), "T", "B");
+        let expected = format!(
+            r#"{{"aps":{{"alert":{{"title":"T","body":"B"}},"mutable-content":1,"interruption-level":"time-sensitive","sound":"default"}},"v":1,"suite":"x25519","ciphertext":"{}"}}"#,
+            "Q".repeat(68)
+        );
+        assert_eq!(String::from_utf8(b).unwrap(), expected);
+    }
+
+    #[test]
+    fn passive_body_has_no_sound() {
+        let b = String::from_utf8(build(&envelope("passive", 68), "T", "B")).unwrap();
+        assert!(b.contains(r#""interruption-level":"passive"}"#), "{b}");
+        assert!(!b.contains("sound"));
+    }
+
+    #[test]
+    fn stub_text_is_json_escaped() {
+        let b = build(
+            &envelope("passive", 68),
+            "a \"quoted\" title",
+            "line\nbreak",
+        );
+        let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(v["aps"]["alert"]["title"], "a \"quoted\" title");
+        assert_eq!(v["aps"]["alert"]["body"], "line\nbreak");
+    }
+
+    #[test]
+    fn the_default_cap_fits_apple_limit() {
+        let largest = largest_body_len(3800, "cronstable", "New alert");
+        assert!(largest <= APNS_MAX_BODY_BYTES, "{largest}");
+        let real = build(&envelope("time-sensitive", 3800), "cronstable", "New alert").len();
+        assert!(real <= largest);
+        assert!(max_ciphertext_for("cronstable", "New alert") >= 3800);
+        assert!(largest_body_len(max_ciphertext_for("t", "b"), "t", "b") <= APNS_MAX_BODY_BYTES);
+    }
+}

@@ -1,0 +1,152 @@
+//! Start-up: build the relay from a configuration, bind both listeners, serve until told
+//! to stop, then drain.
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::clock::Clock;
+use crate::config::{Config, Delivery};
+use crate::http::{admin_router, router, Health};
+use crate::relay::Relay;
+use crate::store::{memory::MemoryStore, Store};
+
+/// How often the in-process store forgets idle devices.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// A relay serving in this process.
+pub struct Running {
+    /// Where the public intake listens.
+    pub addr: SocketAddr,
+    /// Where the admin listener listens.
+    pub admin_addr: SocketAddr,
+    /// The relay itself (for tests that look at its store).
+    pub relay: Arc<Relay>,
+    health: Arc<Health>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops accepting, finishes in-flight requests, and waits for both servers to end.
+    pub async fn shutdown(self) {
+        self.health.set_draining();
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+
+    /// The public base URL, `http://addr`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// Builds the store the configuration asks for.
+pub async fn build_store(cfg: &Config) -> anyhow::Result<Store> {
+    if cfg.redis_url.is_some() {
+        anyhow::bail!("REDIS_URL is set, but this build has no Redis store yet");
+    }
+    Ok(Store::Memory(MemoryStore::new(cfg.policy.clone())))
+}
+
+/// Binds both listeners and serves in the background.
+pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
+    let metrics = crate::telemetry::metrics_handle();
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("RELAY_LISTEN={}: cannot bind: {e}", cfg.listen))?;
+    let admin = TcpListener::bind(cfg.admin_listen).await.map_err(|e| {
+        anyhow::anyhow!("RELAY_ADMIN_LISTEN={}: cannot bind: {e}", cfg.admin_listen)
+    })?;
+    let addr = listener.local_addr()?;
+    let admin_addr = admin.local_addr()?;
+
+    match &cfg.delivery {
+        Delivery::DryRun => tracing::warn!("RELAY_DRY_RUN=true and no APNs credentials: forwards are logged, not sent"),
+        Delivery::Unconfigured => tracing::warn!("no APNs credentials: every forward is answered 502 'relay is not configured for APNs delivery'"),
+        Delivery::Apns(c) => tracing::info!(topic = %c.topic, environment = ?cfg.environment, "APNs delivery configured"),
+    }
+    let store = build_store(&cfg).await?;
+    let relay = Arc::new(Relay::new(cfg, store, clock)?);
+    let health = Arc::new(Health::default());
+    let (stop, stop_rx) = watch::channel(false);
+
+    let public = axum::serve(listener, router(relay.clone()))
+        .with_graceful_shutdown(wait_for(stop_rx.clone()));
+    let admin_srv = axum::serve(admin, admin_router(relay.clone(), health.clone(), metrics))
+        .with_graceful_shutdown(wait_for(stop_rx.clone()));
+    let sweeper = {
+        let relay = relay.clone();
+        let mut stop_rx = stop_rx.clone();
+        async move {
+            let mut tick = tokio::time::interval(SWEEP_EVERY);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        if let Store::Memory(m) = relay.store() {
+                            m.sweep(relay.clock().now_ms());
+                        }
+                    }
+                    _ = stop_rx.changed() => break,
+                }
+            }
+        }
+    };
+    let task = tokio::spawn(async move {
+        let (a, b, ()) = tokio::join!(public.into_future(), admin_srv.into_future(), sweeper);
+        if let Err(e) = a.and(b) {
+            tracing::error!(error = %e, "server error");
+        }
+    });
+    health.set_serving();
+    tracing::info!(%addr, %admin_addr, "sealrelay serving");
+    Ok(Running {
+        addr,
+        admin_addr,
+        relay,
+        health,
+        stop,
+        task,
+    })
+}
+
+async fn wait_for(mut rx: watch::Receiver<bool>) {
+    while !*rx.borrow() {
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Serves until SIGTERM or SIGINT, then drains and returns.
+pub async fn run(cfg: Config) -> anyhow::Result<()> {
+    let running = spawn(cfg, Clock::System).await?;
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    running.shutdown().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,233 @@
+//! HTTP: the public intake router and the admin router.
+//!
+//! The intake answers exactly as the hosted reference relay does (DESIGN.md's table):
+//! `GET`/`HEAD /` name the service, `POST /` takes an envelope, any other path is a JSON
+//! 404, any other method on `/` a JSON 405 with `Allow`. It never redirects: daemons follow
+//! 307/308 and would re-post the ciphertext wherever `Location` points.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::to_bytes;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde_json::{json, Value};
+
+use crate::envelope::{self, MAX_BODY_BYTES};
+use crate::relay::{Outcome, Relay};
+
+/// The banner `GET /` answers with.
+pub fn banner() -> String {
+    format!(
+        "sealrelay {}: push relay for cronstable (relay protocol v1). It forwards sealed ciphertexts to APNs and never sees an alert's content.\nsource: {}\n",
+        env!("CARGO_PKG_VERSION"),
+        env!("CARGO_PKG_REPOSITORY")
+    )
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut resp = (status, body.to_string()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+fn error(status: StatusCode, text: &str) -> Response {
+    json_response(status, &json!({"v": 1, "error": text}))
+}
+
+/// The public router: `/` only.
+pub fn router(relay: Arc<Relay>) -> Router {
+    Router::new()
+        .route("/", get(root).post(intake).fallback(method_not_allowed))
+        .fallback(not_found)
+        .with_state(relay)
+}
+
+async fn root() -> Response {
+    let mut resp = banner().into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
+async fn not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "not found")
+}
+
+async fn method_not_allowed() -> Response {
+    let mut resp = error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
+    resp.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD, POST"));
+    resp
+}
+
+/// Why a body could not be read.
+enum BodyError {
+    TooLarge,
+    Unreadable,
+}
+
+async fn read_body(req: Request) -> Result<axum::body::Bytes, BodyError> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(BodyError::TooLarge);
+    }
+    match to_bytes(req.into_body(), MAX_BODY_BYTES).await {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            Err(if too_large {
+                BodyError::TooLarge
+            } else {
+                BodyError::Unreadable
+            })
+        }
+    }
+}
+
+async fn intake(State(relay): State<Arc<Relay>>, req: Request) -> Response {
+    let started = Instant::now();
+    let _inflight = crate::telemetry::InflightGuard::enter();
+    let body = match read_body(req).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => {
+            crate::telemetry::intake("too_large", 413, started.elapsed());
+            tracing::info!(outcome = "too_large", status = 413, "intake");
+            return error(StatusCode::PAYLOAD_TOO_LARGE, "body too large");
+        }
+        Err(BodyError::Unreadable) => {
+            crate::telemetry::intake("unreadable", 400, started.elapsed());
+            return error(StatusCode::BAD_REQUEST, "body could not be read");
+        }
+    };
+    let envelope = match envelope::parse(&body, relay.config().max_ciphertext_chars) {
+        Ok(e) => e,
+        Err(e) => {
+            crate::telemetry::intake("invalid", 400, started.elapsed());
+            tracing::info!(
+                outcome = "invalid",
+                status = 400,
+                error = e.message(),
+                "intake"
+            );
+            return error(StatusCode::BAD_REQUEST, e.message());
+        }
+    };
+    let outcome = relay.handle(&envelope).await;
+    let status = outcome.status();
+    crate::telemetry::intake(outcome.label(), status.as_u16(), started.elapsed());
+    tracing::info!(
+        outcome = outcome.label(),
+        status = status.as_u16(),
+        device = %envelope.device.hash8(),
+        collapse = envelope.collapse_id.prefix8(),
+        priority = envelope.priority.as_str(),
+        event = envelope.event,
+        latency_ms = Relay::elapsed_ms(started),
+        "intake"
+    );
+    respond(&outcome)
+}
+
+/// Renders an outcome.
+pub fn respond(outcome: &Outcome) -> Response {
+    let mut resp = json_response(outcome.status(), &outcome.body());
+    if let Some(s) = outcome.retry_after() {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(s));
+    }
+    resp
+}
+
+/// Lifecycle of the process, as `/readyz` reports it.
+#[derive(Debug, Default)]
+pub struct Health {
+    state: AtomicU8,
+}
+
+const STARTING: u8 = 0;
+const SERVING: u8 = 1;
+const DRAINING: u8 = 2;
+
+impl Health {
+    /// Marks the relay as serving.
+    pub fn set_serving(&self) {
+        self.state.store(SERVING, Ordering::SeqCst);
+    }
+
+    /// Marks the relay as draining: `/readyz` turns 503 at once.
+    pub fn set_draining(&self) {
+        self.state.store(DRAINING, Ordering::SeqCst);
+    }
+
+    fn label(&self) -> &'static str {
+        match self.state.load(Ordering::SeqCst) {
+            STARTING => "starting",
+            SERVING => "ready",
+            _ => "draining",
+        }
+    }
+}
+
+#[derive(Clone)]
+struct AdminState {
+    relay: Arc<Relay>,
+    health: Arc<Health>,
+    metrics: PrometheusHandle,
+}
+
+/// The admin router: `/healthz`, `/readyz`, `/metrics`.
+pub fn admin_router(relay: Arc<Relay>, health: Arc<Health>, metrics: PrometheusHandle) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state(AdminState {
+            relay,
+            health,
+            metrics,
+        })
+}
+
+async fn readyz(State(s): State<AdminState>) -> Response {
+    let label = s.health.label();
+    let store_ready = s.relay.store().ready();
+    if label == "ready" && store_ready {
+        (StatusCode::OK, "ready\n").into_response()
+    } else if label == "ready" {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "waiting for the policy store\n",
+        )
+            .into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, format!("{label}\n")).into_response()
+    }
+}
+
+async fn metrics_text(State(s): State<AdminState>) -> Response {
+    if let crate::store::Store::Memory(m) = s.relay.store() {
+        metrics::gauge!(crate::telemetry::MEMORY_DEVICES).set(m.len() as f64);
+    }
+    let mut resp = s.metrics.render().into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
+}

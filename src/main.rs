@@ -1,0 +1,120 @@
+//! The `sealrelay` binary: parses flags and environment, then calls into the library.
+
+use std::collections::HashMap;
+use std::process::ExitCode;
+
+use clap::{Arg, ArgAction, Command};
+use sealrelay::config::{Config, VARS};
+
+fn cli() -> Command {
+    let mut cmd = Command::new("sealrelay")
+        .version(env!("CARGO_PKG_VERSION"))
+        .about("Push relay for cronstable: forwards sealed alerts to APNs. Every flag is also an environment variable.")
+        .subcommand(Command::new("serve").about("Serve (the default)"))
+        .subcommand(Command::new("check-config").about("Validate the configuration and exit 0 or 1 with the reasons"))
+        .subcommand(
+            Command::new("smoke")
+                .about("POST one well-formed envelope with a synthetic device token and print the answer")
+                .arg(Arg::new("url").required(true).help("The relay's URL, e.g. http://127.0.0.1:8080/")),
+        );
+    for v in VARS {
+        let flag: &'static str = Box::leak(Config::flag_name(v.name).into_boxed_str());
+        let mut help = v.help.to_owned();
+        if let Some(d) = v.default {
+            help.push_str(&format!(" [default: {d}]"));
+        }
+        cmd = cmd.arg(
+            Arg::new(v.name)
+                .long(flag)
+                .env(v.name)
+                .hide_env_values(true)
+                .global(true)
+                .action(ArgAction::Set)
+                .help(help),
+        );
+    }
+    cmd
+}
+
+fn main() -> ExitCode {
+    let matches = cli().get_matches();
+    let values: HashMap<String, String> = VARS
+        .iter()
+        .filter_map(|v| {
+            matches
+                .get_one::<String>(v.name)
+                .map(|s| (v.name.to_owned(), s.clone()))
+        })
+        .collect();
+    let lookup = move |name: &str| values.get(name).cloned();
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("sealrelay: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+
+    if let Some(("smoke", sub)) = matches.subcommand() {
+        let url = sub.get_one::<String>("url").expect("required");
+        return match runtime.block_on(sealrelay::smoke::run(url)) {
+            Ok((status, body)) => {
+                println!("{status} {body}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("sealrelay smoke: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+
+    let cfg = match Config::load(&lookup) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("sealrelay: invalid configuration:");
+            for e in &errors.0 {
+                eprintln!("  - {e}");
+            }
+            return ExitCode::FAILURE;
+        }
+    };
+
+    if let Some(("check-config", _)) = matches.subcommand() {
+        println!("configuration is valid");
+        println!("  listen: {}  admin: {}", cfg.listen, cfg.admin_listen);
+        println!(
+            "  store: {}",
+            if cfg.redis_url.is_some() {
+                "redis"
+            } else {
+                "in-process"
+            }
+        );
+        println!(
+            "  delivery: {}",
+            match &cfg.delivery {
+                sealrelay::config::Delivery::Apns(c) =>
+                    format!("APNs, topic {}, environment {:?}", c.topic, cfg.environment),
+                sealrelay::config::Delivery::DryRun => "dry run (logged, not sent)".to_owned(),
+                sealrelay::config::Delivery::Unconfigured =>
+                    "none (forwards answer 502)".to_owned(),
+            }
+        );
+        return ExitCode::SUCCESS;
+    }
+
+    sealrelay::telemetry::init_logs(cfg.log_format);
+    match runtime.block_on(sealrelay::app::run(cfg)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "sealrelay stopped");
+            eprintln!("sealrelay: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
