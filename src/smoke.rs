@@ -33,7 +33,7 @@ pub fn envelope() -> serde_json::Value {
 
 /// Posts the smoke envelope to `url` and returns the status and body.
 pub async fn run(url: &str) -> anyhow::Result<(u16, String)> {
-    let tls = crate::apns::client::tls_config(None, &[b"http/1.1"])?;
+    let tls = crate::apns::client::tls_config(None)?;
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http()

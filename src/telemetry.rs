@@ -32,6 +32,10 @@ pub const TOKEN_REFRESHES: &str = "sealrelay_provider_token_refreshes_total";
 pub const DEGRADED: &str = "sealrelay_degraded";
 /// Devices held by the in-process store.
 pub const MEMORY_DEVICES: &str = "sealrelay_memory_store_devices";
+/// Notifications waiting in the retry queue.
+pub const RETRY_QUEUE_DEPTH: &str = "sealrelay_retry_queue_depth";
+/// Retry-queue attempts by `result` (delivered, retry, failed, expired).
+pub const RETRY_ATTEMPTS: &str = "sealrelay_retry_attempts_total";
 /// Always 1, labelled with `version` and `git_sha`.
 pub const BUILD_INFO: &str = "sealrelay_build_info";
 
@@ -55,6 +59,7 @@ pub fn metrics_handle() -> PrometheusHandle {
             gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "git_sha" => option_env!("SEALRELAY_GIT_SHA").unwrap_or("unknown")).set(1.0);
             gauge!(DEGRADED).set(0.0);
             gauge!(INFLIGHT).set(0.0);
+            gauge!(RETRY_QUEUE_DEPTH).set(0.0);
             handle
         })
         .clone()
@@ -96,6 +101,11 @@ fn describe() {
         MEMORY_DEVICES,
         "Devices held by the in-process policy store."
     );
+    describe_gauge!(
+        RETRY_QUEUE_DEPTH,
+        "Notifications waiting in the retry queue."
+    );
+    describe_counter!(RETRY_ATTEMPTS, "Retry-queue attempts by result.");
     describe_gauge!(BUILD_INFO, "Build information; always 1.");
 }
 

@@ -28,11 +28,8 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(60);
 pub const PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Builds the rustls client configuration: Mozilla's roots (Apple's APNs chain is among
-/// them) plus the PEM certificates of `ca_file`, ALPN as given.
-pub fn tls_config(
-    ca_file: Option<&std::path::Path>,
-    alpn: &[&[u8]],
-) -> anyhow::Result<rustls::ClientConfig> {
+/// them) plus the PEM certificates of `ca_file`. The connector sets ALPN.
+pub fn tls_config(ca_file: Option<&std::path::Path>) -> anyhow::Result<rustls::ClientConfig> {
     let mut roots = rustls::RootCertStore::empty();
     roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     if let Some(path) = ca_file {
@@ -54,12 +51,10 @@ pub fn tls_config(
         );
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    Ok(cfg)
+        .with_no_client_auth())
 }
 
 /// What one APNs exchange produced.
@@ -106,7 +101,7 @@ fn now_s() -> u64 {
 impl ApnsClient {
     /// A client for these credentials and endpoints.
     pub fn new(cfg: &Config, creds: &ApnsCredentials) -> anyhow::Result<Self> {
-        let tls = tls_config(cfg.ca_file.as_deref(), &[b"h2"])?;
+        let tls = tls_config(cfg.ca_file.as_deref())?;
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
