@@ -1,0 +1,173 @@
+//! The `sealrelay` binary as an operator runs it: `check-config`, start-up refusals, the
+//! `smoke` subcommand, JSON logs that never carry a token or a ciphertext, and SIGTERM.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sealrelay"));
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    c
+}
+
+#[test]
+fn check_config_accepts_defaults_and_lists_every_problem() {
+    let out = bin().arg("check-config").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("configuration is valid"));
+
+    let out = bin()
+        .arg("check-config")
+        .env("RELAY_DEDUP_WINDOW_S", "-3")
+        .env("APNS_TEAM_ID", "ABCDE12345")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("RELAY_DEDUP_WINDOW_S=\"-3\""), "{err}");
+    assert!(err.contains("APNS_KEY_ID"), "{err}");
+}
+
+#[test]
+fn flags_work_like_variables() {
+    let out = bin()
+        .args(["--relay-rate-capacity", "zero", "check-config"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("RELAY_RATE_CAPACITY"));
+}
+
+#[test]
+fn serving_refuses_a_bad_configuration() {
+    let out = bin().env("APNS_ENVIRONMENT", "staging").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("APNS_ENVIRONMENT") && err.contains("production, sandbox or auto"),
+        "{err}"
+    );
+}
+
+/// Starts the binary in dry-run mode on free ports; returns the child and its public port.
+fn spawn_dry_run() -> (
+    std::process::Child,
+    u16,
+    u16,
+    std::sync::mpsc::Receiver<String>,
+) {
+    let port = free_port();
+    let admin = free_port();
+    let mut child = bin()
+        .env("RELAY_LISTEN", format!("127.0.0.1:{port}"))
+        .env("RELAY_ADMIN_LISTEN", format!("127.0.0.1:{admin}"))
+        .env("RELAY_DRY_RUN", "true")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "relay did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, port, admin, rx)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn smoke_logs_and_sigterm() {
+    let (mut child, port, _admin, logs) = spawn_dry_run();
+    // The smoke subcommand against the running relay.
+    let out = bin()
+        .args(["smoke", &format!("http://127.0.0.1:{port}/")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        r#"202 {"v":1,"outcome":"forwarded"}"#
+    );
+
+    // A real envelope through the relay: the log names the device by its hash only.
+    let token = device(77);
+    let mut e = envelope(&token, &id(1234));
+    let ciphertext = format!("{}YQ==", "Zm9v".repeat(30));
+    e["ciphertext"] = serde_json::json!(ciphertext);
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http();
+    let r = request(
+        &client,
+        "POST",
+        &format!("http://127.0.0.1:{port}/"),
+        serde_json::to_vec(&e).unwrap(),
+    )
+    .await;
+    assert_eq!(r.status, 202);
+
+    unsafe { libc_kill(child.id() as i32, 15) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit after SIGTERM: {status:?}");
+
+    let lines: Vec<String> = logs.try_iter().collect();
+    let all = lines.join("\n");
+    assert!(!all.contains(&token), "token in logs");
+    assert!(!all.contains(&ciphertext[..40]), "ciphertext in logs");
+    assert!(!all.contains(&id(1234)), "whole collapse id in logs");
+    let hash8 = sealrelay::envelope::DeviceToken::parse(&token)
+        .unwrap()
+        .hash8();
+    let line = lines
+        .iter()
+        .find(|l| l.contains(&hash8) && l.contains("\"outcome\""))
+        .unwrap_or_else(|| panic!("no request line for {hash8}:\n{all}"));
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(v["outcome"], "forwarded");
+    assert_eq!(v["status"], 202);
+    assert_eq!(v["collapse"], &id(1234)[..8]);
+    assert_eq!(v["priority"], "time-sensitive");
+    assert_eq!(v["event"], false);
+    assert!(v["latency_ms"].is_number());
+    assert!(
+        all.contains("RELAY_DRY_RUN"),
+        "dry-run warning at start-up:\n{all}"
+    );
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
