@@ -14,7 +14,7 @@ use crate::clock::Clock;
 use crate::config::{Config, Delivery};
 use crate::http::{admin_router, router, Health};
 use crate::relay::Relay;
-use crate::store::{memory::MemoryStore, Store};
+use crate::store::{memory::MemoryStore, redis::RedisStore, Store};
 
 /// How often the in-process store forgets idle devices.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
@@ -48,10 +48,10 @@ impl Running {
 
 /// Builds the store the configuration asks for.
 pub async fn build_store(cfg: &Config) -> anyhow::Result<Store> {
-    if cfg.redis_url.is_some() {
-        anyhow::bail!("REDIS_URL is set, but this build has no Redis store yet");
-    }
-    Ok(Store::Memory(MemoryStore::new(cfg.policy.clone())))
+    Ok(match &cfg.redis {
+        Some(settings) => Store::Redis(RedisStore::connect(settings, cfg.policy.clone())?),
+        None => Store::Memory(MemoryStore::new(cfg.policy.clone())),
+    })
 }
 
 /// Binds both listeners and serves in the background.

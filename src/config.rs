@@ -17,6 +17,7 @@ use std::time::Duration;
 use crate::apns::payload;
 use crate::envelope::{DEFAULT_MAX_CIPHERTEXT_CHARS, MIN_CIPHERTEXT_CHARS};
 use crate::policy::Policy;
+pub use crate::store::redis::RedisSettings;
 
 /// One configuration variable.
 #[derive(Debug)]
@@ -40,6 +41,9 @@ vars! {
     "RELAY_LISTEN", Some("0.0.0.0:8080"), "Address of the public intake listener (daemons POST here).";
     "RELAY_ADMIN_LISTEN", Some("0.0.0.0:9090"), "Address of the admin listener: /healthz, /readyz, /metrics.";
     "REDIS_URL", None, "Redis for shared policy state; unset runs the in-process store (one replica).";
+    "RELAY_REDIS_PREFIX", Some("sealrelay:"), "Prefix of every Redis key, so one Redis can serve several deployments.";
+    "RELAY_REDIS_POOL_SIZE", Some("4"), "Redis connections per replica (1 to 64).";
+    "RELAY_REDIS_TIMEOUT_MS", Some("250"), "Timeout of one Redis command, in milliseconds (10 to 60000).";
     "APNS_TEAM_ID", None, "Apple developer team id (10 characters), the JWT issuer.";
     "APNS_KEY_ID", None, "Key id of the APNs auth key (10 characters), the JWT kid.";
     "APNS_AUTH_KEY", None, "The APNs auth key (.p8 PEM text). Mutually exclusive with APNS_AUTH_KEY_FILE.";
@@ -150,8 +154,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Admin listener.
     pub admin_listen: SocketAddr,
-    /// Redis connection URL (shared state), or the in-process store.
-    pub redis_url: Option<String>,
+    /// Redis (shared state), or the in-process store when `None`.
+    pub redis: Option<RedisSettings>,
     /// How forwards are delivered.
     pub delivery: Delivery,
     /// Which APNs environment(s) to use.
@@ -294,21 +298,7 @@ impl Config {
         };
         let listen = r.addr("RELAY_LISTEN");
         let admin_listen = r.addr("RELAY_ADMIN_LISTEN");
-        let redis_url = r.set("REDIS_URL");
-        if let Some(url) = &redis_url {
-            let known = [
-                "redis://",
-                "rediss://",
-                "redis-cluster://",
-                "redis-sentinel://",
-            ];
-            if !known.iter().any(|p| url.starts_with(p)) {
-                r.errors.push(format!(
-                    "REDIS_URL is not valid: it must start with one of {}",
-                    known.join(", ")
-                ));
-            }
-        }
+        let redis = Self::redis(&mut r);
 
         let environment = match r.value("APNS_ENVIRONMENT").as_deref() {
             Some("auto") => EnvironmentMode::Auto,
@@ -403,7 +393,7 @@ impl Config {
             Ok(Config {
                 listen,
                 admin_listen,
-                redis_url,
+                redis,
                 delivery,
                 environment,
                 production_url,
@@ -419,6 +409,35 @@ impl Config {
         } else {
             Err(ConfigErrors(r.errors))
         }
+    }
+
+    fn redis(r: &mut Reader<'_>) -> Option<RedisSettings> {
+        let prefix = r.value("RELAY_REDIS_PREFIX").unwrap_or_default();
+        if prefix.len() > 64 || prefix.contains(['{', '}']) || prefix.contains(char::is_whitespace)
+        {
+            r.fail(
+                "RELAY_REDIS_PREFIX",
+                &prefix,
+                "at most 64 characters, without braces or spaces",
+            );
+        }
+        let pool_size = r.int("RELAY_REDIS_POOL_SIZE", 1, 64) as usize;
+        let timeout = Duration::from_millis(r.int("RELAY_REDIS_TIMEOUT_MS", 10, 60_000));
+        let url = r.set("REDIS_URL")?;
+        // Parsed the way the client will parse it; the URL may hold a password, so the
+        // message never repeats it.
+        if let Err(e) = fred::types::config::Config::from_url(&url) {
+            r.errors.push(format!(
+                "REDIS_URL is not valid: {}; use redis://, rediss:// (TLS), redis-cluster://host:port?node=host:port or redis-sentinel://host:port?sentinelServiceName=name",
+                e.details()
+            ));
+        }
+        Some(RedisSettings {
+            url,
+            prefix,
+            pool_size,
+            timeout,
+        })
     }
 
     fn delivery(r: &mut Reader<'_>, dry_run: bool) -> Delivery {
@@ -581,6 +600,16 @@ mod tests {
         assert!(e.contains("APNS_PRODUCTION_URL"), "{e}");
         let e = errors(&[("REDIS_URL", "localhost:6379")]);
         assert!(e.contains("REDIS_URL"), "{e}");
+        let e = errors(&[("REDIS_URL", "redis://:hunter2@")]);
+        assert!(e.contains("REDIS_URL") && !e.contains("hunter2"), "{e}");
+        let e = errors(&[("RELAY_REDIS_PREFIX", "a{b}")]);
+        assert!(e.contains("RELAY_REDIS_PREFIX"), "{e}");
+        let c = load(&[(
+            "REDIS_URL",
+            "redis-cluster://127.0.0.1:7000?node=127.0.0.1:7001",
+        )])
+        .unwrap();
+        assert_eq!(c.redis.unwrap().prefix, "sealrelay:");
         let e = errors(&[("RELAY_LOG_FORMAT", "xml")]);
         assert!(e.contains("RELAY_LOG_FORMAT"), "{e}");
     }

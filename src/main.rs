@@ -89,7 +89,7 @@ fn main() -> ExitCode {
         println!("  listen: {}  admin: {}", cfg.listen, cfg.admin_listen);
         println!(
             "  store: {}",
-            if cfg.redis_url.is_some() {
+            if cfg.redis.is_some() {
                 "redis"
             } else {
                 "in-process"

@@ -7,6 +7,7 @@
 //! turns out to live on the other APNs environment.
 
 pub mod memory;
+pub mod redis;
 
 use std::time::Instant;
 
@@ -35,6 +36,8 @@ pub enum StoreError {
 pub enum Store {
     /// In-process: one replica.
     Memory(memory::MemoryStore),
+    /// Redis: shared by every replica.
+    Redis(redis::RedisStore),
 }
 
 impl Store {
@@ -49,6 +52,7 @@ impl Store {
         let started = Instant::now();
         let result = match self {
             Store::Memory(m) => Ok(m.admit(device, collapse_id, flap_key, now_ms)),
+            Store::Redis(r) => r.admit(device, collapse_id, flap_key, now_ms).await,
         };
         crate::telemetry::store_op("admit", started.elapsed(), result.is_ok());
         result
@@ -69,6 +73,10 @@ impl Store {
                 m.rollback(device, collapse_id, flap_key, ticket, now_ms);
                 Ok(())
             }
+            Store::Redis(r) => {
+                r.rollback(device, collapse_id, flap_key, ticket, now_ms)
+                    .await
+            }
         };
         crate::telemetry::store_op("rollback", started.elapsed(), result.is_ok());
         result
@@ -87,6 +95,7 @@ impl Store {
                 m.remember_env(device, env, now_ms);
                 Ok(())
             }
+            Store::Redis(r) => r.remember_env(device, env, now_ms).await,
         };
         crate::telemetry::store_op("remember_env", started.elapsed(), result.is_ok());
         result
@@ -96,6 +105,7 @@ impl Store {
     pub fn ready(&self) -> bool {
         match self {
             Store::Memory(_) => true,
+            Store::Redis(r) => r.ready(),
         }
     }
 }

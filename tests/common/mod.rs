@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod redis;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
