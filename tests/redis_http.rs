@@ -1,0 +1,106 @@
+//! The relay on Redis over HTTP: one Redis call per forwarded request, and clear 503s
+//! (never a hang) while Redis is unreachable.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::redis::{free_port, RedisServer};
+use common::*;
+
+async fn wait_ready(h: &Harness) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h.admin("/readyz").await.status != 200 {
+        assert!(Instant::now() < deadline, "relay never became ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_redis_call_per_forwarded_request() {
+    let redis = RedisServer::start();
+    let h = Harness::with(Options::default().var("REDIS_URL", &redis.url())).await;
+    wait_ready(&h).await;
+    // Warm up: the first call loads the script.
+    assert_eq!(
+        h.post(&envelope(&device(9999), &id(9999))).await.status,
+        202
+    );
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let n = 50u64;
+    for i in 0..n as u32 {
+        let r = h.post(&envelope(&device(i), &id(i))).await;
+        assert_eq!(r.body, r#"{"v":1,"outcome":"forwarded"}"#);
+    }
+    let calls = redis.command_calls();
+    assert_eq!(calls.get("evalsha"), Some(&n), "{calls:?}");
+    for forbidden in [
+        "eval",
+        "script|load",
+        "get",
+        "set",
+        "multi",
+        "exec",
+        "hget",
+        "evalsha_ro",
+    ] {
+        assert!(!calls.contains_key(forbidden), "{forbidden}: {calls:?}");
+    }
+    assert_eq!(h.prod.delivered() as u64, n + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_outage_answers_503_within_the_timeout() {
+    let port = free_port();
+    let h = Harness::with(
+        Options::default()
+            .var("REDIS_URL", &format!("redis://127.0.0.1:{port}"))
+            .var("RELAY_REDIS_TIMEOUT_MS", "200"),
+    )
+    .await;
+    // Not reachable at start-up: not ready, and requests fail fast with 503.
+    let r = h.admin("/readyz").await;
+    assert_eq!(r.status, 503);
+    assert!(r.body.contains("policy store"), "{}", r.body);
+    let started = Instant::now();
+    let r = h.post(&envelope(&device(1), &id(1))).await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (503, r#"{"v":1,"error":"relay state unavailable"}"#)
+    );
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(h.prod.received().is_empty());
+
+    // Redis comes up: the relay connects by itself and serves.
+    let mut redis = RedisServer::start_with(port, &[]);
+    wait_ready(&h).await;
+    assert_eq!(h.post(&envelope(&device(1), &id(1))).await.status, 202);
+
+    // Redis dies under the relay: 503 within the timeout, never a hang.
+    redis.stop();
+    let started = Instant::now();
+    let r = h.post(&envelope(&device(2), &id(2))).await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // And back: the scripts are reloaded transparently into the new, empty server.
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = h.post(&envelope(&device(3), &id(3))).await;
+        if r.status == 202 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never recovered: {}", r.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
