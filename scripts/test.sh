@@ -11,16 +11,21 @@ log() { printf '\n== %s\n' "$*" >&2; }
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
-command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "installing ${need_apt[*]}"
   if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
-# The Debian prometheus package starts a server; the tests need only promtool.
-if command -v systemctl >/dev/null 2>&1; then systemctl stop prometheus >/dev/null 2>&1 || true; fi
+# Debian's redis-server package may start a server on 6379; the tests start their own.
 pkill -x redis-server >/dev/null 2>&1 || true
+
+# Deployment artifacts (k8s/, helm/, grafana/, Dockerfile) against the source. It also
+# fetches promtool (from Debian's prometheus package, without installing the package) into
+# the tools directory, which the metrics test uses.
+log "scripts/check-deploy.sh"
+scripts/check-deploy.sh
+export PATH="${SEALRELAY_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sealrelay-deploy-tools}:$PATH"
 
 # The real cronstable daemon and PyNaCl, for the end-to-end compatibility test.
 venv="${SEALRELAY_VENV:-target/e2e-venv}"

@@ -40,6 +40,29 @@ impl Running {
         let _ = self.task.await;
     }
 
+    /// Drains like a pod being terminated: `/readyz` turns 503 at once, new connections are
+    /// still accepted for `delay` (so load balancers notice and stop sending), then the
+    /// listeners close and in-flight requests get up to `grace` to finish. Returns whether
+    /// everything finished in time.
+    pub async fn drain(self, delay: Duration, grace: Duration) -> bool {
+        self.health.set_draining();
+        tracing::info!(
+            delay_s = delay.as_secs(),
+            grace_s = grace.as_secs(),
+            "draining: /readyz is 503"
+        );
+        tokio::time::sleep(delay).await;
+        let _ = self.stop.send(true);
+        tracing::info!("listeners closed; finishing in-flight requests");
+        match tokio::time::timeout(grace, self.task).await {
+            Ok(_) => true,
+            Err(_) => {
+                tracing::warn!("shutdown grace elapsed with requests still in flight");
+                false
+            }
+        }
+    }
+
     /// The public base URL, `http://addr`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
@@ -125,10 +148,12 @@ async fn wait_for(mut rx: watch::Receiver<bool>) {
 
 /// Serves until SIGTERM or SIGINT, then drains and returns.
 pub async fn run(cfg: Config) -> anyhow::Result<()> {
+    let (delay, grace) = (cfg.shutdown_delay, cfg.shutdown_grace);
     let running = spawn(cfg, Clock::System).await?;
     shutdown_signal().await;
-    tracing::info!("shutting down");
-    running.shutdown().await;
+    tracing::info!("shutdown signal received");
+    running.drain(delay, grace).await;
+    tracing::info!("stopped");
     Ok(())
 }
 

@@ -66,6 +66,11 @@ vars! {
     "RELAY_ALERT_BODY", Some("New alert"), "Alert body shown only if the app's extension never runs.";
     "RELAY_DRY_RUN", Some("false"), "true: without APNs credentials, log each forward instead of sending it and answer forwarded.";
     "RELAY_LOG_FORMAT", Some("json"), "json or pretty. Levels come from RUST_LOG (default info).";
+    "RELAY_REPLICA_NAME", None, "This replica's name in logs and traces; defaults to the host name (the pod name on Kubernetes).";
+    "RELAY_SHUTDOWN_DELAY_S", Some("5"), "After SIGTERM, keep serving this many seconds with /readyz at 503 so load balancers drain (0 to 300).";
+    "RELAY_SHUTDOWN_GRACE_S", Some("25"), "Then wait at most this many seconds for in-flight requests before exiting (1 to 600).";
+    "OTEL_EXPORTER_OTLP_ENDPOINT", None, "OTLP/HTTP collector base URL (e.g. http://otel-collector:4318); unset disables trace export. Other standard OTEL_* variables are honoured.";
+    "OTEL_SERVICE_NAME", Some("sealrelay"), "Service name on exported traces.";
 }
 
 /// Looks a variable's value up (flag or environment); `None` when unset.
@@ -178,6 +183,16 @@ pub struct Config {
     pub alert_body: String,
     /// Log format.
     pub log_format: LogFormat,
+    /// This replica's name in logs and traces.
+    pub replica_name: String,
+    /// After SIGTERM: serve this long with `/readyz` at 503.
+    pub shutdown_delay: Duration,
+    /// Then wait at most this long for in-flight requests.
+    pub shutdown_grace: Duration,
+    /// OTLP/HTTP collector base URL; `None` disables trace export.
+    pub otlp_endpoint: Option<String>,
+    /// Service name on exported traces.
+    pub otel_service_name: String,
 }
 
 /// Everything wrong with a configuration, one line per problem.
@@ -389,6 +404,36 @@ impl Config {
 
         let delivery = Self::delivery(&mut r, dry_run);
 
+        let replica_name = r
+            .set("RELAY_REPLICA_NAME")
+            .or_else(|| {
+                std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .ok()
+                    .map(|h| h.trim().to_owned())
+                    .filter(|h| !h.is_empty())
+            })
+            .unwrap_or_else(|| "sealrelay".to_owned());
+        if replica_name.len() > 253 || replica_name.contains(char::is_whitespace) {
+            r.fail(
+                "RELAY_REPLICA_NAME",
+                &replica_name,
+                "a host-name-like string without spaces",
+            );
+        }
+        let shutdown_delay = Duration::from_secs(r.int("RELAY_SHUTDOWN_DELAY_S", 0, 300));
+        let shutdown_grace = Duration::from_secs(r.int("RELAY_SHUTDOWN_GRACE_S", 1, 600));
+        let otlp_endpoint = r.set("OTEL_EXPORTER_OTLP_ENDPOINT");
+        if let Some(e) = &otlp_endpoint {
+            if !(e.starts_with("http://") || e.starts_with("https://")) {
+                r.fail(
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                    e,
+                    "an http:// or https:// URL of an OTLP/HTTP collector",
+                );
+            }
+        }
+        let otel_service_name = r.value("OTEL_SERVICE_NAME").unwrap_or_default();
+
         if r.errors.is_empty() {
             Ok(Config {
                 listen,
@@ -405,6 +450,11 @@ impl Config {
                 alert_title,
                 alert_body,
                 log_format,
+                replica_name,
+                shutdown_delay,
+                shutdown_grace,
+                otlp_endpoint,
+                otel_service_name,
             })
         } else {
             Err(ConfigErrors(r.errors))

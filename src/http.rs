@@ -17,6 +17,7 @@ use axum::routing::get;
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 use crate::envelope::{self, MAX_BODY_BYTES};
 use crate::relay::{Outcome, Relay};
@@ -101,13 +102,30 @@ async fn read_body(req: Request) -> Result<axum::body::Bytes, BodyError> {
 }
 
 async fn intake(State(relay): State<Arc<Relay>>, req: Request) -> Response {
+    let span = tracing::info_span!(
+        "intake",
+        otel.kind = "server",
+        http.request.method = "POST",
+        url.path = "/",
+        replica = %relay.config().replica_name,
+        outcome = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+    );
+    crate::telemetry::continue_trace(&span, req.headers());
+    intake_inner(relay, req, span.clone())
+        .instrument(span)
+        .await
+}
+
+async fn intake_inner(relay: Arc<Relay>, req: Request, span: tracing::Span) -> Response {
     let started = Instant::now();
     let _inflight = crate::telemetry::InflightGuard::enter();
     let body = match read_body(req).await {
         Ok(b) => b,
         Err(BodyError::TooLarge) => {
             crate::telemetry::intake("too_large", 413, started.elapsed());
-            tracing::info!(outcome = "too_large", status = 413, "intake");
+            span.record("outcome", "too_large");
+            tracing::info!(replica = %relay.config().replica_name, outcome = "too_large", status = 413, "intake");
             return error(StatusCode::PAYLOAD_TOO_LARGE, "body too large");
         }
         Err(BodyError::Unreadable) => {
@@ -131,7 +149,10 @@ async fn intake(State(relay): State<Arc<Relay>>, req: Request) -> Response {
     let outcome = relay.handle(&envelope).await;
     let status = outcome.status();
     crate::telemetry::intake(outcome.label(), status.as_u16(), started.elapsed());
+    span.record("outcome", outcome.label());
+    span.record("http.response.status_code", status.as_u16());
     tracing::info!(
+        replica = %relay.config().replica_name,
         outcome = outcome.label(),
         status = status.as_u16(),
         device = %envelope.device.hash8(),

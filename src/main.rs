@@ -46,6 +46,13 @@ fn main() -> ExitCode {
                 .map(|s| (v.name.to_owned(), s.clone()))
         })
         .collect();
+    // The trace exporter reads the standard OTEL_* variables from the environment; a value
+    // given as a flag must reach it the same way. No other thread runs yet.
+    for name in ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME"] {
+        if let Some(v) = values.get(name) {
+            std::env::set_var(name, v);
+        }
+    }
     let lookup = move |name: &str| values.get(name).cloned();
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -108,7 +115,13 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
 
-    sealrelay::telemetry::init_logs(cfg.log_format);
+    let _telemetry = match runtime.block_on(async { sealrelay::telemetry::init(&cfg) }) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("sealrelay: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     match runtime.block_on(sealrelay::app::run(cfg)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

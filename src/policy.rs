@@ -198,6 +198,18 @@ pub enum Decision {
     },
 }
 
+impl Decision {
+    /// A bounded name, for traces.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Decision::Forward(_) => "forward",
+            Decision::Coalesced => "coalesced",
+            Decision::Suppressed => "suppressed",
+            Decision::RateLimited { .. } => "rate_limited",
+        }
+    }
+}
+
 /// Decides one envelope for a device and records what the decision changes.
 pub fn admit(
     state: &mut DeviceState,

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 use crate::apns::client::ApnsClient;
 use crate::apns::{Notification, Verdict};
@@ -202,11 +203,20 @@ impl Relay {
         let now_ms = self.clock.now_ms();
         let collapse = envelope.collapse_id.as_str();
         let flap_key = envelope.flap_key();
-        let admission = match self
+        let admission_span = tracing::info_span!(
+            "admission",
+            store = self.store.kind(),
+            decision = tracing::field::Empty
+        );
+        let admitted = self
             .store
             .admit(&envelope.device, collapse, flap_key, now_ms)
-            .await
-        {
+            .instrument(admission_span.clone())
+            .await;
+        if let Ok(a) = &admitted {
+            admission_span.record("decision", a.decision.label());
+        }
+        let admission = match admitted {
             Ok(a) => a,
             Err(e) => {
                 tracing::error!(error = %e, "policy store failed");

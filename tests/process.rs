@@ -72,6 +72,8 @@ fn spawn_dry_run() -> (
         .env("RELAY_LISTEN", format!("127.0.0.1:{port}"))
         .env("RELAY_ADMIN_LISTEN", format!("127.0.0.1:{admin}"))
         .env("RELAY_DRY_RUN", "true")
+        .env("RELAY_SHUTDOWN_DELAY_S", "0")
+        .env("RELAY_REPLICA_NAME", "replica-under-test")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -161,6 +163,7 @@ async fn smoke_logs_and_sigterm() {
     assert_eq!(v["priority"], "time-sensitive");
     assert_eq!(v["event"], false);
     assert!(v["latency_ms"].is_number());
+    assert_eq!(v["replica"], "replica-under-test");
     assert!(
         all.contains("RELAY_DRY_RUN"),
         "dry-run warning at start-up:\n{all}"

@@ -16,6 +16,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use tracing::Instrument;
 
 use super::token::ProviderToken;
 use super::{Notification, Verdict};
@@ -189,6 +190,13 @@ impl ApnsClient {
             }
         };
         let started = Instant::now();
+        let span = tracing::info_span!(
+            "apns",
+            otel.kind = "client",
+            environment = env.as_str(),
+            http.response.status_code = tracing::field::Empty,
+            reason = tracing::field::Empty,
+        );
         let result = tokio::time::timeout(self.timeout, async {
             let resp = self.http.request(request).await?;
             let status = resp.status().as_u16();
@@ -199,6 +207,7 @@ impl ApnsClient {
                 .unwrap_or_default();
             Ok::<_, hyper_util::client::legacy::Error>((status, body))
         })
+        .instrument(span.clone())
         .await;
         let reply = match result {
             Ok(Ok((status, body))) => {
@@ -233,6 +242,8 @@ impl ApnsClient {
                 }
             }
         };
+        span.record("http.response.status_code", reply.status);
+        span.record("reason", reply.verdict.reason_label());
         crate::telemetry::apns_request(env, &reply, started.elapsed());
         (reply, Some(jwt))
     }

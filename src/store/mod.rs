@@ -101,6 +101,14 @@ impl Store {
         result
     }
 
+    /// `memory` or `redis`, for traces and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Store::Memory(_) => "memory",
+            Store::Redis(_) => "redis",
+        }
+    }
+
     /// Whether the store can serve now.
     pub fn ready(&self) -> bool {
         match self {

@@ -73,6 +73,22 @@ impl RelayProcess {
         self.child.as_ref().map_or(0, Child::id)
     }
 
+    /// Waits for the process to exit by itself; its exit code.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut()?;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGKILL, no goodbye.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
