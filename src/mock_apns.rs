@@ -35,6 +35,47 @@ pub struct MockConfig {
     pub key_id: String,
     /// Expected `apns-topic`.
     pub topic: String,
+    /// Keep every request for inspection (tests); `false` keeps only counters, for long
+    /// runs (benchmarks, the local stack).
+    pub record: bool,
+}
+
+/// A throwaway CA and a server certificate for 127.0.0.1 and localhost signed by it.
+#[derive(Debug, Clone)]
+pub struct TestPki {
+    /// The CA certificate, PEM: what the relay trusts through `APNS_CA_FILE`.
+    pub ca_pem: String,
+    /// The server certificate, PEM.
+    pub cert_pem: String,
+    /// The server key, PEM.
+    pub key_pem: String,
+}
+
+/// Makes a fresh [`TestPki`].
+pub fn generate_pki() -> anyhow::Result<TestPki> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "sealrelay mock APNs CA");
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate()?;
+    let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])?;
+    let cert = params.signed_by(&key, &issuer)?;
+    Ok(TestPki {
+        ca_pem: ca_cert.pem(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    })
+}
+
+/// A fresh APNs-style auth key: the `.p8` PEM (PKCS#8, P-256) and its public half.
+pub fn generate_auth_key() -> anyhow::Result<(String, String)> {
+    let k = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)?;
+    Ok((k.serialize_pem(), k.public_key_pem()))
 }
 
 /// One request the mock received.
@@ -92,6 +133,8 @@ struct Shared {
     decoding: Option<jsonwebtoken::DecodingKey>,
     script: Mutex<Script>,
     received: Mutex<Vec<Received>>,
+    answered: AtomicUsize,
+    answered_ok: AtomicUsize,
     connections: AtomicUsize,
     delay: Mutex<Duration>,
     goaway: watch::Sender<u64>,
@@ -107,6 +150,11 @@ pub struct MockApns {
 impl MockApns {
     /// Starts the mock on a free loopback port.
     pub async fn start(cfg: MockConfig) -> anyhow::Result<Self> {
+        Self::start_on(cfg, 0).await
+    }
+
+    /// Starts the mock on `127.0.0.1:port` (0: any free port).
+    pub async fn start_on(cfg: MockConfig, port: u16) -> anyhow::Result<Self> {
         use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
         let certs: Vec<CertificateDer<'static>> =
             CertificateDer::pem_slice_iter(cfg.cert_pem.as_bytes()).collect::<Result<_, _>>()?;
@@ -122,7 +170,7 @@ impl MockApns {
             Some(pem) => Some(jsonwebtoken::DecodingKey::from_ec_pem(pem.as_bytes())?),
             None => None,
         };
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
         let addr = listener.local_addr()?;
         let (goaway, _) = watch::channel(0u64);
         let shared = Arc::new(Shared {
@@ -130,6 +178,8 @@ impl MockApns {
             decoding,
             script: Mutex::default(),
             received: Mutex::default(),
+            answered: AtomicUsize::new(0),
+            answered_ok: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
             delay: Mutex::new(Duration::ZERO),
             goaway,
@@ -243,13 +293,12 @@ impl MockApns {
 
     /// Requests answered 200 so far.
     pub fn delivered(&self) -> usize {
-        self.shared
-            .received
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|r| r.status == 200)
-            .count()
+        self.shared.answered_ok.load(Ordering::SeqCst)
+    }
+
+    /// Requests answered so far, whatever the status.
+    pub fn answered(&self) -> usize {
+        self.shared.answered.load(Ordering::SeqCst)
     }
 }
 
@@ -342,18 +391,25 @@ async fn handle(s: &Shared, connection: usize, req: Request<Incoming>) -> Respon
             .unwrap_or(Reply::new(200, None))
     };
 
-    s.received.lock().unwrap().push(Received {
-        token,
-        headers: headers.clone(),
-        body,
-        jwt,
-        connection,
-        status: reply.status,
-    });
+    let apns_id = headers.get("apns-id").cloned();
+    if s.cfg.record {
+        s.received.lock().unwrap().push(Received {
+            token,
+            headers,
+            body,
+            jwt,
+            connection,
+            status: reply.status,
+        });
+    }
+    s.answered.fetch_add(1, Ordering::SeqCst);
+    if reply.status == 200 {
+        s.answered_ok.fetch_add(1, Ordering::SeqCst);
+    }
 
     let mut resp = Response::builder().status(reply.status);
-    if let Some(id) = headers.get("apns-id") {
-        resp = resp.header("apns-id", id.as_str());
+    if let Some(id) = apns_id {
+        resp = resp.header("apns-id", id);
     }
     let body = match &reply.reason {
         Some(r) if reply.status == 410 => {

@@ -37,26 +37,14 @@ pub struct Pki {
 }
 
 pub fn pki() -> Pki {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "sealrelay test CA");
-    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca_params, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let params =
-        CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
-    let cert = params.signed_by(&key, &issuer).unwrap();
+    let p = sealrelay::mock_apns::generate_pki().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let ca_file = dir.path().join("ca.pem");
-    std::fs::write(&ca_file, ca_cert.pem()).unwrap();
+    std::fs::write(&ca_file, &p.ca_pem).unwrap();
     Pki {
         ca_file,
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
+        cert_pem: p.cert_pem,
+        key_pem: p.key_pem,
         _dir: dir,
     }
 }
@@ -68,10 +56,10 @@ pub struct AuthKey {
 }
 
 pub fn auth_key() -> AuthKey {
-    let k = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+    let (private_pem, public_pem) = sealrelay::mock_apns::generate_auth_key().unwrap();
     AuthKey {
-        private_pem: k.serialize_pem(),
-        public_pem: k.public_key_pem(),
+        private_pem,
+        public_pem,
     }
 }
 
@@ -168,6 +156,7 @@ pub async fn mock(pki: &Pki, key: &AuthKey) -> MockApns {
         team_id: TEAM_ID.to_owned(),
         key_id: KEY_ID.to_owned(),
         topic: TOPIC.to_owned(),
+        record: true,
     })
     .await
     .unwrap()
