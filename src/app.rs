@@ -13,8 +13,9 @@ use tokio::task::JoinHandle;
 use crate::clock::Clock;
 use crate::config::{Config, Delivery};
 use crate::http::{admin_router, router, Health};
+use crate::queue::{sealing_key, RedisQueue};
 use crate::relay::Relay;
-use crate::store::{memory::MemoryStore, redis::RedisStore, Store};
+use crate::store::{redis::RedisStore, Store};
 
 /// How often the in-process store forgets idle devices.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
@@ -71,10 +72,26 @@ impl Running {
 
 /// Builds the store the configuration asks for.
 pub async fn build_store(cfg: &Config) -> anyhow::Result<Store> {
-    Ok(match &cfg.redis {
-        Some(settings) => Store::Redis(RedisStore::connect(settings, cfg.policy.clone())?),
-        None => Store::Memory(MemoryStore::new(cfg.policy.clone())),
-    })
+    let Some(settings) = &cfg.redis else {
+        return Ok(Store::memory(cfg.policy.clone()));
+    };
+    let redis = RedisStore::connect(settings, cfg.policy.clone())?;
+    // The shared retry queue is sealed under a key derived from the APNs auth key, which
+    // every replica holds; without credentials nothing is ever queued.
+    let queue = match &cfg.delivery {
+        Delivery::Apns(creds) => Some(RedisQueue::new(
+            redis.pool().clone(),
+            &settings.prefix,
+            sealing_key(creds.key_pem.expose().as_bytes()),
+        )),
+        _ => None,
+    };
+    Ok(Store::redis(
+        redis,
+        queue,
+        cfg.policy.clone(),
+        cfg.redis_failure,
+    ))
 }
 
 /// Binds both listeners and serves in the background.
@@ -99,8 +116,12 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
     let health = Arc::new(Health::default());
     let (stop, stop_rx) = watch::channel(false);
 
-    let public = axum::serve(listener, router(relay.clone()))
-        .with_graceful_shutdown(wait_for(stop_rx.clone()));
+    let public = serve_public(
+        listener,
+        router(relay.clone()),
+        relay.config().header_timeout,
+        stop_rx.clone(),
+    );
     let admin_srv = axum::serve(admin, admin_router(relay.clone(), health.clone(), metrics))
         .with_graceful_shutdown(wait_for(stop_rx.clone()));
     let sweeper = {
@@ -111,19 +132,18 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
             loop {
                 tokio::select! {
                     _ = tick.tick() => {
-                        if let Store::Memory(m) = relay.store() {
-                            m.sweep(relay.clock().now_ms());
-                        }
+                        relay.store().in_process().sweep(relay.clock().now_ms());
                     }
                     _ = stop_rx.changed() => break,
                 }
             }
         }
     };
+    let retries = relay.clone().run_retries(stop_rx.clone());
     let task = tokio::spawn(async move {
-        let (a, b, ()) = tokio::join!(public.into_future(), admin_srv.into_future(), sweeper);
-        if let Err(e) = a.and(b) {
-            tracing::error!(error = %e, "server error");
+        let ((), b, (), ()) = tokio::join!(public, admin_srv.into_future(), sweeper, retries);
+        if let Err(e) = b {
+            tracing::error!(error = %e, "admin server error");
         }
     });
     health.set_serving();
@@ -136,6 +156,53 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         stop,
         task,
     })
+}
+
+/// The public listener: HTTP/1.1 with a deadline for the request headers (a slow client
+/// cannot hold a connection open by trickling them), the peer address for each request,
+/// and graceful shutdown (stop accepting, let in-flight requests finish).
+async fn serve_public(
+    listener: TcpListener,
+    app: axum::Router,
+    header_timeout: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::ServiceExt;
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(true);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop.changed() => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        let app = app.clone();
+        let svc =
+            hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                app.clone().oneshot(req.map(axum::body::Body::new))
+            });
+        let conn = http.serve_connection(TokioIo::new(tcp), svc);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
 }
 
 async fn wait_for(mut rx: watch::Receiver<bool>) {

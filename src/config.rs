@@ -44,6 +44,11 @@ vars! {
     "RELAY_REDIS_PREFIX", Some("sealrelay:"), "Prefix of every Redis key, so one Redis can serve several deployments.";
     "RELAY_REDIS_POOL_SIZE", Some("4"), "Redis connections per replica (1 to 64).";
     "RELAY_REDIS_TIMEOUT_MS", Some("250"), "Timeout of one Redis command, in milliseconds (10 to 60000).";
+    "RELAY_REDIS_FAILURE", Some("degrade"), "degrade: on a Redis error or timeout, decide on this replica's in-process store until Redis answers again; reject: answer 503.";
+    "RELAY_TOMBSTONE_TTL_S", Some("86400"), "How long a token APNs rejected for good is answered 410 without calling APNs (0 to 2592000; 0 disables).";
+    "RELAY_MAX_INFLIGHT", Some("1024"), "Intake requests processed at once; beyond it requests get 503 with Retry-After (1 to 1000000).";
+    "RELAY_HEADER_TIMEOUT_MS", Some("5000"), "Time a client has to send its request headers (100 to 120000).";
+    "RELAY_BODY_TIMEOUT_MS", Some("10000"), "Time a client has to send its request body (100 to 120000).";
     "APNS_TEAM_ID", None, "Apple developer team id (10 characters), the JWT issuer.";
     "APNS_KEY_ID", None, "Key id of the APNs auth key (10 characters), the JWT kid.";
     "APNS_AUTH_KEY", None, "The APNs auth key (.p8 PEM text). Mutually exclusive with APNS_AUTH_KEY_FILE.";
@@ -161,6 +166,16 @@ pub struct Config {
     pub admin_listen: SocketAddr,
     /// Redis (shared state), or the in-process store when `None`.
     pub redis: Option<RedisSettings>,
+    /// What a replica does when Redis fails.
+    pub redis_failure: crate::store::RedisFailure,
+    /// How long a dead token is remembered, ms (0: never).
+    pub tombstone_ttl_ms: i64,
+    /// Intake requests processed at once.
+    pub max_inflight: usize,
+    /// Time a client has to send its request headers.
+    pub header_timeout: Duration,
+    /// Time a client has to send its request body.
+    pub body_timeout: Duration,
     /// How forwards are delivered.
     pub delivery: Delivery,
     /// Which APNs environment(s) to use.
@@ -314,6 +329,19 @@ impl Config {
         let listen = r.addr("RELAY_LISTEN");
         let admin_listen = r.addr("RELAY_ADMIN_LISTEN");
         let redis = Self::redis(&mut r);
+        let redis_failure = match r.value("RELAY_REDIS_FAILURE").as_deref() {
+            Some("degrade") => crate::store::RedisFailure::Degrade,
+            Some("reject") => crate::store::RedisFailure::Reject,
+            other => {
+                let v = other.unwrap_or_default().to_owned();
+                r.fail("RELAY_REDIS_FAILURE", &v, "degrade or reject");
+                crate::store::RedisFailure::Degrade
+            }
+        };
+        let tombstone_ttl_ms = r.int("RELAY_TOMBSTONE_TTL_S", 0, 2_592_000) as i64 * 1000;
+        let max_inflight = r.int("RELAY_MAX_INFLIGHT", 1, 1_000_000) as usize;
+        let header_timeout = Duration::from_millis(r.int("RELAY_HEADER_TIMEOUT_MS", 100, 120_000));
+        let body_timeout = Duration::from_millis(r.int("RELAY_BODY_TIMEOUT_MS", 100, 120_000));
 
         let environment = match r.value("APNS_ENVIRONMENT").as_deref() {
             Some("auto") => EnvironmentMode::Auto,
@@ -439,6 +467,11 @@ impl Config {
                 listen,
                 admin_listen,
                 redis,
+                redis_failure,
+                tombstone_ttl_ms,
+                max_inflight,
+                header_timeout,
+                body_timeout,
                 delivery,
                 environment,
                 production_url,

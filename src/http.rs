@@ -76,6 +76,7 @@ async fn method_not_allowed() -> Response {
 enum BodyError {
     TooLarge,
     Unreadable,
+    TimedOut,
 }
 
 async fn read_body(req: Request) -> Result<axum::body::Bytes, BodyError> {
@@ -119,8 +120,17 @@ async fn intake(State(relay): State<Arc<Relay>>, req: Request) -> Response {
 
 async fn intake_inner(relay: Arc<Relay>, req: Request, span: tracing::Span) -> Response {
     let started = Instant::now();
+    let Some(_permit) = relay.admit_request() else {
+        crate::telemetry::intake("overloaded", 503, started.elapsed());
+        span.record("outcome", "overloaded");
+        return respond(&Outcome::Overloaded);
+    };
     let _inflight = crate::telemetry::InflightGuard::enter();
-    let body = match read_body(req).await {
+    let body = match tokio::time::timeout(relay.config().body_timeout, read_body(req)).await {
+        Ok(r) => r,
+        Err(_) => Err(BodyError::TimedOut),
+    };
+    let body = match body {
         Ok(b) => b,
         Err(BodyError::TooLarge) => {
             crate::telemetry::intake("too_large", 413, started.elapsed());
@@ -131,6 +141,13 @@ async fn intake_inner(relay: Arc<Relay>, req: Request, span: tracing::Span) -> R
         Err(BodyError::Unreadable) => {
             crate::telemetry::intake("unreadable", 400, started.elapsed());
             return error(StatusCode::BAD_REQUEST, "body could not be read");
+        }
+        Err(BodyError::TimedOut) => {
+            crate::telemetry::intake("timeout", 408, started.elapsed());
+            let mut resp = error(StatusCode::REQUEST_TIMEOUT, "body not received in time");
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return resp;
         }
     };
     let envelope = match envelope::parse(&body, relay.config().max_ciphertext_chars) {
@@ -228,7 +245,15 @@ pub fn admin_router(relay: Arc<Relay>, health: Arc<Health>, metrics: PrometheusH
 async fn readyz(State(s): State<AdminState>) -> Response {
     let label = s.health.label();
     let store_ready = s.relay.store().ready();
-    if label == "ready" && store_ready {
+    if label == "ready" && store_ready && s.relay.store().degraded() {
+        // Still serving: pulling every replica out of the load balancer would turn a Redis
+        // outage into a relay outage.
+        (
+            StatusCode::OK,
+            "ready (degraded: Redis unavailable, deciding in process)\n",
+        )
+            .into_response()
+    } else if label == "ready" && store_ready {
         (StatusCode::OK, "ready\n").into_response()
     } else if label == "ready" {
         (
@@ -242,9 +267,8 @@ async fn readyz(State(s): State<AdminState>) -> Response {
 }
 
 async fn metrics_text(State(s): State<AdminState>) -> Response {
-    if let crate::store::Store::Memory(m) = s.relay.store() {
-        metrics::gauge!(crate::telemetry::MEMORY_DEVICES).set(m.len() as f64);
-    }
+    metrics::gauge!(crate::telemetry::MEMORY_DEVICES)
+        .set(s.relay.store().in_process().len() as f64);
     let mut resp = s.metrics.render().into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -23,6 +23,7 @@ pub mod envelope;
 pub mod http;
 pub mod mock_apns;
 pub mod policy;
+pub mod queue;
 pub mod relay;
 pub mod smoke;
 pub mod store;

@@ -7,8 +7,11 @@
 //!
 //! Decisions are taken in a fixed order, per device:
 //!
+//! 0. **Dead tokens**: a token APNs rejected for good is answered 410 from memory for a
+//!    day, without calling APNs (kept by the store beside this state, see [`DeadReason`]).
 //! 1. **Coalesce** on `collapseId`: the same alert within [`Policy::dedup_ms`] of its last
-//!    *forward* is answered `coalesced` and changes nothing.
+//!    *forward*, or while its first forward waits in the retry queue (a *hold*), is answered
+//!    `coalesced` and changes nothing.
 //! 2. **Flap suppression** on the flap key (`flapId`, else `collapseId`): once
 //!    [`Policy::flap_max_forwards`] forwards fall inside [`Policy::flap_window_ms`], the key
 //!    is *cooled*. While cooled, one reminder is forwarded per [`Policy::cooldown_ms`] and
@@ -124,7 +127,9 @@ impl Policy {
     /// state decides nothing and may be forgotten.
     pub fn horizon_ms(&self) -> i64 {
         let bucket_ms = (self.emission_us * self.rate_capacity as i64) / 1000 + 1;
-        self.dedup_ms
+        // A hold lasts at most the staleness window.
+        (crate::apns::STALENESS_S as i64 * 1000)
+            .max(self.dedup_ms)
             .max(self.flap_window_ms)
             .max(self.reset_ms)
             .max(self.cooldown_ms)
@@ -156,6 +161,43 @@ pub struct DeviceState {
     pub collapses: HashMap<String, i64>,
     /// flap key -> its state.
     pub flaps: HashMap<String, FlapState>,
+    /// collapseId -> until when it is held: its forward waits in the retry queue, so
+    /// duplicates keep coalescing past the dedup window.
+    pub held: HashMap<String, i64>,
+}
+
+/// Why APNs rejected a token for good; such a token is answered 410 from memory
+/// (`RELAY_TOMBSTONE_TTL_S`) instead of being sent again, because Apple treats streams of
+/// bad tokens as abuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadReason {
+    /// The app was uninstalled or the token unregistered.
+    Unregistered,
+    /// The token expired.
+    ExpiredToken,
+    /// Not a token of this app on any environment tried.
+    BadDeviceToken,
+}
+
+impl DeadReason {
+    /// Apple's reason string, as the 410 body repeats it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeadReason::Unregistered => "Unregistered",
+            DeadReason::ExpiredToken => "ExpiredToken",
+            DeadReason::BadDeviceToken => "BadDeviceToken",
+        }
+    }
+
+    /// Parses Apple's reason; `None` for reasons that do not bury a token.
+    pub fn from_reason(reason: &str) -> Option<Self> {
+        match reason {
+            "Unregistered" => Some(DeadReason::Unregistered),
+            "ExpiredToken" => Some(DeadReason::ExpiredToken),
+            "BadDeviceToken" => Some(DeadReason::BadDeviceToken),
+            _ => None,
+        }
+    }
 }
 
 /// The record of one admitted forward: what [`rollback`] needs to undo exactly it.
@@ -196,6 +238,8 @@ pub enum Decision {
         /// Whole seconds until one token is back (at least 1).
         retry_after_s: u64,
     },
+    /// The token is dead (a tombstone): answer 410 without calling APNs.
+    Dead(DeadReason),
 }
 
 impl Decision {
@@ -206,6 +250,7 @@ impl Decision {
             Decision::Coalesced => "coalesced",
             Decision::Suppressed => "suppressed",
             Decision::RateLimited { .. } => "rate_limited",
+            Decision::Dead(_) => "dead",
         }
     }
 }
@@ -218,11 +263,18 @@ pub fn admit(
     now_ms: i64,
     p: &Policy,
 ) -> Decision {
-    // 1. Coalesce, measured from the last forward of this alert.
+    // 1. Coalesce, measured from the last forward of this alert, or held while queued.
     if let Some(&last) = state.collapses.get(collapse_id) {
         if now_ms - last < p.dedup_ms {
             return Decision::Coalesced;
         }
+    }
+    if state
+        .held
+        .get(collapse_id)
+        .is_some_and(|&until| now_ms < until)
+    {
+        return Decision::Coalesced;
     }
 
     // 2. Flap suppression.
@@ -282,13 +334,14 @@ pub fn admit(
     })
 }
 
-/// Undoes exactly the forward `ticket` recorded, when APNs refused it, so the same alert is
-/// eligible again. Records written since by other forwards are left alone. The bucket token
-/// is not refunded.
+/// Undoes exactly the forward `ticket` recorded, when APNs refused it (at once, or finally
+/// from the retry queue), so the same alert is eligible again. Records written since by other
+/// forwards are left alone. The bucket token is not refunded. Any hold on the alert ends.
 pub fn rollback(state: &mut DeviceState, collapse_id: &str, flap_key: &str, ticket: &Ticket) {
     if state.collapses.get(collapse_id) == Some(&ticket.at_ms) {
         state.collapses.remove(collapse_id);
     }
+    state.held.remove(collapse_id);
     let Some(flap) = state.flaps.get_mut(flap_key) else {
         return;
     };
@@ -307,6 +360,19 @@ pub fn rollback(state: &mut DeviceState, collapse_id: &str, flap_key: &str, tick
             }
         }
     }
+}
+
+/// Holds an alert while its forward waits in the retry queue: duplicates coalesce until
+/// `until_ms` (the end of its staleness window) or [`release`].
+pub fn hold(state: &mut DeviceState, collapse_id: &str, until_ms: i64) {
+    let h = state.held.entry(collapse_id.to_owned()).or_insert(until_ms);
+    *h = (*h).max(until_ms);
+}
+
+/// Ends a hold: the queued forward was delivered (its collapse record now coalesces as
+/// usual) or given up.
+pub fn release(state: &mut DeviceState, collapse_id: &str) {
+    state.held.remove(collapse_id);
 }
 
 /// Whether a collapse record still decides anything at `now_ms`.
@@ -330,7 +396,11 @@ pub fn prune(state: &mut DeviceState, now_ms: i64, p: &Policy) -> bool {
         .collapses
         .retain(|_, &mut t| collapse_live(t, now_ms, p));
     state.flaps.retain(|_, f| flap_live(f, now_ms, p));
-    state.collapses.is_empty() && state.flaps.is_empty() && state.bucket_tat_us <= now_ms * 1000
+    state.held.retain(|_, &mut until| now_ms < until);
+    state.collapses.is_empty()
+        && state.flaps.is_empty()
+        && state.held.is_empty()
+        && state.bucket_tat_us <= now_ms * 1000
 }
 
 #[cfg(test)]
@@ -369,6 +439,10 @@ mod tests {
         assert_eq!(p.rate_capacity, 60);
         assert_eq!(p.emission_us, 2_000_000);
         assert_eq!(p.horizon_ms(), 7_200_000);
+        assert_eq!(
+            Policy::from_seconds(5, 3, 20, 10, 30, 4, 0.5).horizon_ms(),
+            600_000
+        );
     }
 
     #[test]
@@ -658,6 +732,34 @@ mod tests {
         rollback(&mut s, C1, F, &t);
         assert_eq!(s.collapses[C1], T0 + 80 * S);
         assert_eq!(s.flaps[F].forwards, vec![T0 + 80 * S]);
+    }
+
+    #[test]
+    fn a_held_alert_coalesces_until_released_or_its_window_ends() {
+        let p = Policy::defaults();
+        let mut s = DeviceState::default();
+        let t = forward(admit(&mut s, C1, C1, T0, &p));
+        hold(&mut s, C1, T0 + 600 * S);
+        // Past the dedup window, still coalesced while queued.
+        assert_eq!(admit(&mut s, C1, C1, T0 + 300 * S, &p), Decision::Coalesced);
+        assert_eq!(
+            admit(&mut s, C1, C1, T0 + 600 * S - 1, &p),
+            Decision::Coalesced
+        );
+        forward(admit(&mut s, C1, C1, T0 + 600 * S, &p));
+        // Released after delivery: the dedup window from the forward applies again.
+        let mut s = DeviceState::default();
+        forward(admit(&mut s, C1, C1, T0, &p));
+        hold(&mut s, C1, T0 + 600 * S);
+        release(&mut s, C1);
+        forward(admit(&mut s, C1, C1, T0 + 75 * S, &p));
+        // A final refusal rolls the forward back and ends the hold.
+        let mut s = DeviceState::default();
+        forward(admit(&mut s, C1, C1, T0, &p));
+        hold(&mut s, C1, T0 + 600 * S);
+        rollback(&mut s, C1, C1, &t);
+        assert!(s.held.is_empty());
+        forward(admit(&mut s, C1, C1, T0 + S, &p));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! the forward record back if APNs refuses it, and returns an [`Outcome`]. Each outcome
 //! knows its HTTP status, body and metric label in one place.
 
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use serde_json::{json, Value};
@@ -15,8 +16,9 @@ use crate::apns::client::ApnsClient;
 use crate::apns::{Notification, Verdict};
 use crate::clock::Clock;
 use crate::config::{Config, Delivery, EnvironmentMode};
-use crate::envelope::Envelope;
-use crate::policy::{Decision, Environment};
+use crate::envelope::{DeviceToken, Envelope};
+use crate::policy::{DeadReason, Decision, Environment, Ticket};
+use crate::queue::{backoff_ms, random_u32, Pending};
 use crate::store::{Admission, Store};
 
 /// How the relay answered one envelope.
@@ -61,13 +63,19 @@ pub enum Outcome {
     NotConfigured,
     /// The policy store could not answer.
     StoreUnavailable,
+    /// APNs failed transiently; the notification waits in the retry queue.
+    Queued,
+    /// Too many requests in flight (`RELAY_MAX_INFLIGHT`).
+    Overloaded,
 }
 
 impl Outcome {
     /// The HTTP status of the answer.
     pub fn status(&self) -> StatusCode {
         match self {
-            Outcome::Forwarded | Outcome::Coalesced | Outcome::Suppressed => StatusCode::ACCEPTED,
+            Outcome::Forwarded | Outcome::Coalesced | Outcome::Suppressed | Outcome::Queued => {
+                StatusCode::ACCEPTED
+            }
             Outcome::RateLimited { .. } | Outcome::ApnsThrottled { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
@@ -76,7 +84,7 @@ impl Outcome {
             | Outcome::ApnsUnreachable
             | Outcome::ApnsError { .. }
             | Outcome::NotConfigured => StatusCode::BAD_GATEWAY,
-            Outcome::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Outcome::StoreUnavailable | Outcome::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -104,6 +112,8 @@ impl Outcome {
                 json!({"v": 1, "error": "relay is not configured for APNs delivery"})
             }
             Outcome::StoreUnavailable => json!({"v": 1, "error": "relay state unavailable"}),
+            Outcome::Queued => json!({"v": 1, "outcome": "queued"}),
+            Outcome::Overloaded => json!({"v": 1, "error": "relay overloaded"}),
         }
     }
 
@@ -111,7 +121,7 @@ impl Outcome {
     pub fn retry_after(&self) -> Option<u64> {
         match self {
             Outcome::RateLimited { retry_after_s } => Some(*retry_after_s),
-            Outcome::StoreUnavailable => Some(1),
+            Outcome::StoreUnavailable | Outcome::Overloaded => Some(1),
             _ => None,
         }
     }
@@ -130,6 +140,8 @@ impl Outcome {
             Outcome::ApnsError { .. } => "apns_error",
             Outcome::NotConfigured => "not_configured",
             Outcome::StoreUnavailable => "store_unavailable",
+            Outcome::Queued => "queued",
+            Outcome::Overloaded => "overloaded",
         }
     }
 
@@ -145,6 +157,27 @@ impl Outcome {
             }
         }
     }
+}
+
+/// How often an idle retry worker looks for due items.
+const RETRY_POLL: Duration = Duration::from_millis(100);
+/// A claimed item is due again after this lease unless acknowledged or rescheduled
+/// (longer than any single delivery, APNs timeout included).
+const RETRY_LEASE_MS: i64 = 30_000;
+/// Items claimed per poll.
+const RETRY_BATCH: usize = 32;
+/// How often the queue depth gauge is refreshed.
+const RETRY_DEPTH_EVERY: Duration = Duration::from_secs(2);
+
+/// One delivery's result.
+struct Attempt {
+    verdict: Verdict,
+    /// `BadDeviceToken` on every environment tried: the token is dead, not misplaced.
+    bad_everywhere: bool,
+}
+
+fn is_bad_token(v: &Verdict) -> bool {
+    matches!(v, Verdict::TokenRejected { reason } if reason == "BadDeviceToken")
 }
 
 /// Where forwards go.
@@ -165,6 +198,7 @@ pub struct Relay {
     store: Store,
     sender: Sender,
     clock: Clock,
+    inflight: tokio::sync::Semaphore,
 }
 
 impl Relay {
@@ -175,17 +209,25 @@ impl Relay {
             Delivery::DryRun => Sender::DryRun,
             Delivery::Unconfigured => Sender::Unconfigured,
         };
+        let inflight = tokio::sync::Semaphore::new(cfg.max_inflight);
         Ok(Self {
             cfg,
             store,
             sender,
             clock,
+            inflight,
         })
     }
 
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.cfg
+    }
+
+    /// A slot among `RELAY_MAX_INFLIGHT` requests in process, or `None` when all are taken
+    /// (the request is shed with 503).
+    pub fn admit_request(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        self.inflight.try_acquire().ok()
     }
 
     /// The store.
@@ -230,34 +272,14 @@ impl Relay {
             Decision::RateLimited { retry_after_s } => {
                 return Outcome::RateLimited { retry_after_s }
             }
+            Decision::Dead(reason) => {
+                return Outcome::TokenRejected {
+                    reason: reason.as_str().to_owned(),
+                }
+            }
             Decision::Forward(ticket) => ticket,
         };
 
-        let outcome = self.forward(envelope, now_ms, env).await;
-        if outcome != Outcome::Forwarded {
-            if let Err(e) = self
-                .store
-                .rollback(
-                    &envelope.device,
-                    collapse,
-                    flap_key,
-                    &ticket,
-                    self.clock.now_ms(),
-                )
-                .await
-            {
-                tracing::error!(error = %e, "rolling back a refused forward failed");
-            }
-        }
-        outcome
-    }
-
-    async fn forward(
-        &self,
-        envelope: &Envelope,
-        now_ms: i64,
-        remembered: Option<Environment>,
-    ) -> Outcome {
         let client = match &self.sender {
             Sender::Apns(c) => c,
             Sender::DryRun => {
@@ -275,7 +297,11 @@ impl Relay {
                 );
                 return Outcome::Forwarded;
             }
-            Sender::Unconfigured => return Outcome::NotConfigured,
+            Sender::Unconfigured => {
+                self.rollback(&envelope.device, collapse, flap_key, &ticket)
+                    .await;
+                return Outcome::NotConfigured;
+            }
         };
         let n = Notification::new(
             envelope,
@@ -283,27 +309,262 @@ impl Relay {
             &self.cfg.alert_title,
             &self.cfg.alert_body,
         );
-        let first = match self.cfg.environment {
+        let first = self.first_env(env);
+        let attempt = self.deliver(client, &n, first, env).await;
+        if attempt.verdict == Verdict::Delivered {
+            return Outcome::Forwarded;
+        }
+        if attempt.verdict.transient() {
+            // Delivery past a 2xx is the relay's job: retry from the queue inside the
+            // staleness window; duplicates keep coalescing meanwhile.
+            let (at, kind, prev) = Pending::ticket_fields(&ticket);
+            let item = Pending {
+                id: n.apns_id.clone(),
+                device: envelope.device.expose().to_owned(),
+                collapse_id: collapse.to_owned(),
+                flap_key: flap_key.to_owned(),
+                priority: n.priority_header(),
+                expiration_s: n.expiration_s,
+                body: String::from_utf8_lossy(&n.body).into_owned(),
+                env: first.code().to_owned(),
+                attempts: 1,
+                ticket_at_ms: at,
+                ticket_kind: kind,
+                ticket_prev_ms: prev,
+            };
+            let now = self.clock.now_ms();
+            let queued = async {
+                self.store
+                    .hold(&envelope.device, collapse, item.expires_ms(), now)
+                    .await?;
+                self.store
+                    .enqueue(&item, now + backoff_ms(1, random_u32()))
+                    .await
+            }
+            .await;
+            match queued {
+                Ok(()) => {
+                    tracing::info!(
+                        device = %envelope.device.hash8(),
+                        collapse = envelope.collapse_id.prefix8(),
+                        reason = attempt.verdict.reason_label(),
+                        "APNs failed transiently; queued for retry"
+                    );
+                    return Outcome::Queued;
+                }
+                Err(e) => tracing::error!(error = %e, "could not queue a notification for retry"),
+            }
+        }
+        self.settle_refusal(&envelope.device, collapse, flap_key, &ticket, &attempt)
+            .await;
+        Outcome::from_verdict(attempt.verdict)
+    }
+
+    fn first_env(&self, remembered: Option<Environment>) -> Environment {
+        match self.cfg.environment {
             EnvironmentMode::Production => Environment::Production,
             EnvironmentMode::Sandbox => Environment::Sandbox,
             EnvironmentMode::Auto => remembered.unwrap_or(Environment::Production),
-        };
-        let reply = client.send(first, &n).await;
-        if self.cfg.environment != EnvironmentMode::Auto || !reply.verdict.wrong_environment() {
-            return Outcome::from_verdict(reply.verdict);
         }
+    }
+
+    /// One delivery: `first`, then in auto mode the other environment once when the token
+    /// belongs there; remembers the environment that worked.
+    async fn deliver(
+        &self,
+        client: &ApnsClient,
+        n: &Notification,
+        first: Environment,
+        remembered: Option<Environment>,
+    ) -> Attempt {
+        let reply = client.send(first, n).await;
+        if self.cfg.environment != EnvironmentMode::Auto || !reply.verdict.wrong_environment() {
+            let bad_everywhere = is_bad_token(&reply.verdict);
+            return Attempt {
+                verdict: reply.verdict,
+                bad_everywhere,
+            };
+        }
+        let first_bad = is_bad_token(&reply.verdict);
         let second = first.other();
-        let reply = client.send(second, &n).await;
+        let reply = client.send(second, n).await;
         if reply.verdict == Verdict::Delivered && remembered != Some(second) {
             if let Err(e) = self
                 .store
-                .remember_env(&envelope.device, second, self.clock.now_ms())
+                .remember_env(&n.device, second, self.clock.now_ms())
                 .await
             {
                 tracing::warn!(error = %e, "could not remember the device's APNs environment");
             }
         }
-        Outcome::from_verdict(reply.verdict)
+        let bad_everywhere = first_bad && is_bad_token(&reply.verdict);
+        Attempt {
+            verdict: reply.verdict,
+            bad_everywhere,
+        }
+    }
+
+    async fn rollback(
+        &self,
+        device: &DeviceToken,
+        collapse: &str,
+        flap_key: &str,
+        ticket: &Ticket,
+    ) {
+        if let Err(e) = self
+            .store
+            .rollback(device, collapse, flap_key, ticket, self.clock.now_ms())
+            .await
+        {
+            tracing::error!(error = %e, "rolling back a refused forward failed");
+        }
+    }
+
+    /// APNs refused for good (or the retries ran out): roll the forward back so the alert is
+    /// eligible again, and remember a dead token.
+    async fn settle_refusal(
+        &self,
+        device: &DeviceToken,
+        collapse: &str,
+        flap_key: &str,
+        ticket: &Ticket,
+        attempt: &Attempt,
+    ) {
+        self.rollback(device, collapse, flap_key, ticket).await;
+        if let Verdict::TokenRejected { reason } = &attempt.verdict {
+            let dead = match DeadReason::from_reason(reason) {
+                Some(DeadReason::BadDeviceToken) if !attempt.bad_everywhere => None,
+                other => other,
+            };
+            if let Some(reason) = dead {
+                if let Err(e) = self
+                    .store
+                    .bury(
+                        device,
+                        reason,
+                        self.clock.now_ms(),
+                        self.cfg.tombstone_ttl_ms,
+                    )
+                    .await
+                {
+                    tracing::warn!(error = %e, "could not remember a dead token");
+                }
+            }
+        }
+    }
+
+    /// The retry worker: claims due items from the queue and tries each again until APNs
+    /// takes it, refuses it for good, or its staleness window closes. Runs until `stop`.
+    pub async fn run_retries(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let Sender::Apns(_) = &self.sender else {
+            return;
+        };
+        // Until Redis has answered once, a failing poll would only mark the replica degraded
+        // before anyone sent it anything.
+        while !self.store.ready() {
+            tokio::select! {
+                _ = tokio::time::sleep(RETRY_POLL) => {}
+                _ = stop.changed() => return,
+            }
+        }
+        let mut last_depth = Instant::now() - RETRY_DEPTH_EVERY;
+        loop {
+            let now = self.clock.now_ms();
+            let items = self
+                .store
+                .claim(now, now + RETRY_LEASE_MS, RETRY_BATCH)
+                .await;
+            let idle = items.is_empty();
+            for item in items {
+                let relay = self.clone();
+                tokio::spawn(async move { relay.retry(item).await });
+            }
+            if last_depth.elapsed() >= RETRY_DEPTH_EVERY {
+                last_depth = Instant::now();
+                let depth = self.store.queue_depth().await;
+                metrics::gauge!(crate::telemetry::RETRY_QUEUE_DEPTH).set(depth as f64);
+            }
+            if idle {
+                tokio::select! {
+                    _ = tokio::time::sleep(RETRY_POLL) => {}
+                    _ = stop.changed() => return,
+                }
+            } else if *stop.borrow() {
+                return;
+            }
+        }
+    }
+
+    async fn retry(&self, mut item: Pending) {
+        let Sender::Apns(client) = &self.sender else {
+            return;
+        };
+        let Some(device) = DeviceToken::parse(&item.device) else {
+            let _ = self.store.ack(&item.id).await;
+            return;
+        };
+        let ticket = item.ticket();
+        let now = self.clock.now_ms();
+        if now >= item.expires_ms() {
+            return self.expire(&device, &item, &ticket).await;
+        }
+        let n = Notification {
+            device: device.clone(),
+            apns_id: item.id.clone(),
+            collapse_id: item.collapse_id.clone(),
+            priority: if item.priority == 10 {
+                crate::envelope::Priority::TimeSensitive
+            } else {
+                crate::envelope::Priority::Passive
+            },
+            expiration_s: item.expiration_s,
+            body: bytes::Bytes::from(item.body.clone()),
+        };
+        let first = Environment::from_code(&item.env).unwrap_or(Environment::Production);
+        let attempt = self.deliver(client, &n, first, Some(first)).await;
+        item.attempts += 1;
+        let now = self.clock.now_ms();
+        if attempt.verdict == Verdict::Delivered {
+            metrics::counter!(crate::telemetry::RETRY_ATTEMPTS, "result" => "delivered")
+                .increment(1);
+            tracing::info!(device = %device.hash8(), attempts = item.attempts, "queued notification delivered");
+            if let Err(e) = self.store.ack(&item.id).await {
+                tracing::warn!(error = %e, "could not remove a delivered item from the retry queue");
+            }
+            if let Err(e) = self.store.release(&device, &item.collapse_id, now).await {
+                tracing::warn!(error = %e, "could not release a delivered alert");
+            }
+        } else if attempt.verdict.transient() {
+            let due = now + backoff_ms(item.attempts, random_u32());
+            if due >= item.expires_ms() {
+                return self.expire(&device, &item, &ticket).await;
+            }
+            metrics::counter!(crate::telemetry::RETRY_ATTEMPTS, "result" => "retry").increment(1);
+            if let Err(e) = self.store.enqueue(&item, due).await {
+                tracing::warn!(error = %e, "could not reschedule a queued item; its lease will bring it back");
+            }
+        } else {
+            metrics::counter!(crate::telemetry::RETRY_ATTEMPTS, "result" => "failed").increment(1);
+            tracing::warn!(device = %device.hash8(), reason = attempt.verdict.reason_label(), "queued notification refused by APNs");
+            let _ = self.store.ack(&item.id).await;
+            self.settle_refusal(
+                &device,
+                &item.collapse_id,
+                &item.flap_key,
+                &ticket,
+                &attempt,
+            )
+            .await;
+        }
+    }
+
+    /// The staleness window closed: never deliver late. Count it, roll the forward back.
+    async fn expire(&self, device: &DeviceToken, item: &Pending, ticket: &Ticket) {
+        metrics::counter!(crate::telemetry::RETRY_ATTEMPTS, "result" => "expired").increment(1);
+        tracing::warn!(device = %device.hash8(), attempts = item.attempts, "queued notification expired undelivered");
+        let _ = self.store.ack(&item.id).await;
+        self.rollback(device, &item.collapse_id, &item.flap_key, ticket)
+            .await;
     }
 
     /// Time since `started`, for the request log.

@@ -298,33 +298,40 @@ async fn flap_suppression_and_rate_limit_over_http() {
 }
 
 #[tokio::test]
-async fn token_rejected_is_410_and_rolled_back() {
+async fn token_rejected_is_410_and_the_token_is_remembered() {
     let h = Harness::with(Options::default().var("APNS_ENVIRONMENT", "production")).await;
     let d = device(3);
     h.prod
-        .reply_times(&d, Reply::new(410, Some("Unregistered")), 1);
+        .reply_always(&d, Reply::new(410, Some("Unregistered")));
     let e = envelope(&d, &id(1));
+    let body = json!({"v":1,"error":"device token rejected by APNs","reason":"Unregistered"});
     let r = h.post(&e).await;
-    assert_eq!(r.status, 410);
-    assert_eq!(
-        r.json(),
-        json!({"v":1,"error":"device token rejected by APNs","reason":"Unregistered"})
-    );
-    // Rolled back: the same alert is eligible again, not coalesced.
-    let r = h.post(&e).await;
-    assert_eq!(r.body, r#"{"v":1,"outcome":"forwarded"}"#);
+    assert_eq!((r.status, r.json()), (410, body.clone()));
+    // The dead token is answered from memory with the same body; Apple is not asked again.
+    for i in 0..5 {
+        let r = h.post(&envelope(&d, &id(10 + i))).await;
+        assert_eq!((r.status, r.json()), (410, body.clone()));
+    }
+    assert_eq!(h.prod.received_for(&d).len(), 1);
+
+    // Without tombstones the refusal is still rolled back: the same alert is eligible again.
+    let h = Harness::with(
+        Options::default()
+            .var("APNS_ENVIRONMENT", "production")
+            .var("RELAY_TOMBSTONE_TTL_S", "0"),
+    )
+    .await;
+    h.prod
+        .reply_times(&d, Reply::new(410, Some("Unregistered")), 1);
+    assert_eq!(h.post(&e).await.status, 410);
+    assert_eq!(h.post(&e).await.body, r#"{"v":1,"outcome":"forwarded"}"#);
     assert_eq!(h.prod.received_for(&d).len(), 2);
 }
 
 #[tokio::test]
-async fn apns_errors_map_to_the_reference_answers() {
+async fn apns_refusals_map_to_the_reference_answers() {
     let h = Harness::with(Options::default().var("APNS_ENVIRONMENT", "production")).await;
     let cases = [
-        (
-            Reply::new(429, Some("TooManyRequests")),
-            429,
-            json!({"v":1,"error":"APNs rate limited this device","reason":"TooManyRequests"}),
-        ),
         (
             Reply::new(403, Some("InvalidProviderToken")),
             502,
@@ -336,14 +343,14 @@ async fn apns_errors_map_to_the_reference_answers() {
             json!({"v":1,"error":"relay APNs credentials rejected","reason":"TopicDisallowed"}),
         ),
         (
-            Reply::new(500, Some("InternalServerError")),
-            502,
-            json!({"v":1,"error":"APNs error","apnsStatus":500,"reason":"InternalServerError"}),
-        ),
-        (
             Reply::new(400, Some("BadCollapseId")),
             502,
             json!({"v":1,"error":"APNs error","apnsStatus":400,"reason":"BadCollapseId"}),
+        ),
+        (
+            Reply::new(413, Some("PayloadTooLarge")),
+            502,
+            json!({"v":1,"error":"APNs error","apnsStatus":413,"reason":"PayloadTooLarge"}),
         ),
     ];
     for (i, (reply, status, body)) in cases.into_iter().enumerate() {
@@ -355,44 +362,33 @@ async fn apns_errors_map_to_the_reference_answers() {
         assert_eq!(r.json(), body);
         // Every refusal is rolled back: the same alert goes through once APNs is fine.
         assert_eq!(h.post(&e).await.body, r#"{"v":1,"outcome":"forwarded"}"#);
+        // Refusals are never queued.
+        assert_eq!(h.prod.received_for(&d).len(), 2);
     }
 }
 
 #[tokio::test]
-async fn unreachable_and_timeout_are_502() {
-    // Nothing listens on the production URL.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = closed.local_addr().unwrap().port();
-    drop(closed);
-    let h = Harness::with(
-        Options::default()
-            .var("APNS_ENVIRONMENT", "production")
-            .var("APNS_PRODUCTION_URL", &format!("https://127.0.0.1:{port}")),
-    )
-    .await;
-    let r = h.post(&envelope(&device(1), &id(1))).await;
-    assert_eq!(
-        (r.status, r.body.as_str()),
-        (502, r#"{"v":1,"error":"APNs unreachable"}"#)
-    );
-
-    let h = Harness::with(
-        Options::default()
-            .var("APNS_ENVIRONMENT", "production")
-            .var("APNS_REQUEST_TIMEOUT_MS", "300"),
-    )
-    .await;
-    h.prod.set_delay(Duration::from_secs(2));
-    let started = std::time::Instant::now();
-    let r = h.post(&envelope(&device(1), &id(1))).await;
-    assert_eq!(
-        (r.status, r.body.as_str()),
-        (502, r#"{"v":1,"error":"APNs unreachable"}"#)
-    );
-    assert!(started.elapsed() < Duration::from_millis(1900));
-    // Rolled back: eligible again once APNs answers.
-    h.prod.set_delay(Duration::ZERO);
-    assert_eq!(h.post(&envelope(&device(1), &id(1))).await.status, 202);
+async fn transient_apns_failures_are_queued_not_refused() {
+    let h = Harness::with(Options::default().var("APNS_ENVIRONMENT", "production")).await;
+    for (i, reply) in [
+        Reply::new(429, Some("TooManyRequests")),
+        Reply::new(500, Some("InternalServerError")),
+        Reply::new(503, Some("ServiceUnavailable")),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let d = device(20 + i as u32);
+        h.prod.reply_times(&d, reply, 1);
+        let e = envelope(&d, &id(1));
+        let r = h.post(&e).await;
+        assert_eq!(
+            (r.status, r.body.as_str()),
+            (202, r#"{"v":1,"outcome":"queued"}"#)
+        );
+        // While queued, duplicates coalesce.
+        assert_eq!(h.post(&e).await.body, r#"{"v":1,"outcome":"coalesced"}"#);
+    }
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use axum::body::Body;
 use proptest::prelude::*;
 use sealrelay::clock::Clock;
 use sealrelay::relay::Relay;
-use sealrelay::store::{memory::MemoryStore, Store};
+use sealrelay::store::Store;
 use serde_json::json;
 use std::sync::Arc;
 use tower::ServiceExt;
@@ -14,7 +14,7 @@ use tower::ServiceExt;
 fn relay() -> Arc<Relay> {
     let mut cfg = sealrelay::config::Config::for_tests();
     cfg.delivery = sealrelay::config::Delivery::DryRun;
-    let store = Store::Memory(MemoryStore::new(cfg.policy.clone()));
+    let store = Store::memory(cfg.policy.clone());
     Arc::new(Relay::new(cfg, store, Clock::System).unwrap())
 }
 

@@ -10,7 +10,7 @@ use common::redis::RedisServer;
 use proptest::prelude::*;
 use proptest::test_runner::{Config as PtConfig, TestRunner};
 use sealrelay::envelope::DeviceToken;
-use sealrelay::policy::{Decision, Environment, Policy, Ticket};
+use sealrelay::policy::{DeadReason, Decision, Environment, Policy, Ticket};
 use sealrelay::store::memory::MemoryStore;
 use sealrelay::store::redis::{RedisSettings, RedisStore};
 use sealrelay::store::Admission;
@@ -59,6 +59,18 @@ enum Op {
         dev: u8,
         sandbox: bool,
     },
+    Hold {
+        dev: u8,
+        cid: u8,
+        for_ms: i64,
+    },
+    Release {
+        dev: u8,
+        cid: u8,
+    },
+    Bury {
+        dev: u8,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -70,15 +82,20 @@ fn op() -> impl Strategy<Value = Op> {
         1 => -3_000i64..0, // a replica whose clock lags
     ];
     prop_oneof![
-        10 => (0u8..3, 0u8..16, proptest::option::of(0u8..16), dt.clone())
+        10 => (0u8..5, 0u8..16, proptest::option::of(0u8..16), dt.clone())
             .prop_map(|(dev, cid, flap, dt)| Op::Admit { dev, cid, flap, dt }),
         2 => (any::<usize>(), dt).prop_map(|(pick, dt)| Op::Rollback { pick, dt }),
         1 => (0u8..3, any::<bool>()).prop_map(|(dev, sandbox)| Op::Remember { dev, sandbox }),
+        2 => (0u8..3, 0u8..16, 1i64..60_000).prop_map(|(dev, cid, for_ms)| Op::Hold { dev, cid, for_ms }),
+        1 => (0u8..3, 0u8..16).prop_map(|(dev, cid)| Op::Release { dev, cid }),
+        1 => (3u8..5).prop_map(|dev| Op::Bury { dev }),
     ]
 }
 
-/// Random event sequences give identical decisions, Retry-After values and remembered
-/// environments in the in-process store and in Redis.
+/// Random event sequences (admissions on five devices, rollbacks, remembered environments,
+/// holds and releases of queued alerts, dead tokens, time steps including a lagging clock)
+/// give identical decisions, Retry-After values and remembered environments in the
+/// in-process store and in Redis.
 #[test]
 fn same_decisions_in_memory_and_in_redis() {
     let server = RedisServer::start();
@@ -124,6 +141,26 @@ fn same_decisions_in_memory_and_in_redis() {
                         mem.rollback(&d, &c, &f, &t, now);
                         rt.block_on(red.rollback(&d, &c, &f, &t, now)).unwrap();
                     }
+                    Op::Hold { dev, cid, for_ms } => {
+                        let c = format!("{cid:032x}");
+                        mem.hold(&token(*dev), &c, now + for_ms, now);
+                        rt.block_on(red.hold(&token(*dev), &c, now + for_ms, now))
+                            .unwrap();
+                    }
+                    Op::Release { dev, cid } => {
+                        let c = format!("{cid:032x}");
+                        mem.release(&token(*dev), &c, now);
+                        rt.block_on(red.hold(&token(*dev), &c, 0, now)).unwrap();
+                    }
+                    Op::Bury { dev } => {
+                        let r = if dev % 2 == 0 {
+                            DeadReason::Unregistered
+                        } else {
+                            DeadReason::ExpiredToken
+                        };
+                        mem.bury(&token(*dev), r, now, 86_400_000);
+                        rt.block_on(red.bury(&token(*dev), r, 86_400_000)).unwrap();
+                    }
                     Op::Remember { dev, sandbox } => {
                         let env = if *sandbox {
                             Environment::Sandbox
@@ -165,7 +202,9 @@ async fn one_round_trip_per_admission() {
     }
     let calls = server.command_calls();
     assert_eq!(calls.get("evalsha"), Some(&n), "{calls:?}");
-    let script_internal = ["hmget", "hset", "pexpire", "hlen", "hgetall", "hdel", "del"];
+    let script_internal = [
+        "get", "hmget", "hset", "pexpire", "hlen", "hgetall", "hdel", "del",
+    ];
     let client_calls: u64 = calls
         .iter()
         .filter(|(k, _)| {

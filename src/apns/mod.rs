@@ -51,6 +51,14 @@ pub struct Notification {
 }
 
 impl Notification {
+    /// `apns-priority`: 10 for time-sensitive, 5 for passive.
+    pub fn priority_header(&self) -> u8 {
+        match self.priority {
+            Priority::TimeSensitive => 10,
+            Priority::Passive => 5,
+        }
+    }
+
     /// Builds the notification for an envelope accepted at `accepted_s`.
     pub fn new(envelope: &Envelope, accepted_s: u64, title: &str, body: &str) -> Self {
         Self {
@@ -149,6 +157,15 @@ impl Verdict {
             500..=599 => Verdict::ServerError { status, reason: r },
             _ => Verdict::Refused { status, reason: r },
         }
+    }
+
+    /// Whether a later attempt may succeed: no answer, 5xx, or 429. Such a notification is
+    /// queued for retry instead of being refused.
+    pub fn transient(&self) -> bool {
+        matches!(
+            self,
+            Verdict::Unreachable | Verdict::ServerError { .. } | Verdict::Throttled { .. }
+        )
     }
 
     /// Whether trying another environment could help (auto mode).

@@ -3,10 +3,12 @@
 -- property test checks the two agree).
 --
 -- KEYS[1]  the device's hash: <prefix>{<first 32 hex of SHA-256(device token)>}
+-- KEYS[2]  the device's tombstone: <prefix>{<same>}:dead, a reason code, with its own TTL
 --          fields: w          last write, ms (never moves back)
 --                  t          bucket theoretical arrival time (GCRA), us
 --                  e          remembered APNs environment: "p" or "s"
 --                  c:<id>     collapseId -> its last forward, ms
+--                  h:<id>     collapseId -> held until, ms (its forward waits in the retry queue)
 --                  f:<key>    flap key -> "<cooled_at|-> <last_reminder> <last_post> <t1> <t2>..."
 -- ARGV     1 now_ms  2 collapseId  3 flap key  4 dedup_ms  5 flap_max_forwards
 --          6 flap_window_ms  7 cooldown_ms  8 reset_ms  9 rate_capacity  10 emission_us
@@ -16,6 +18,7 @@
 --          {1, env}                              coalesced
 --          {2, env}                              suppressed
 --          {3, env, retry_after_s}               rate limited
+--          {4, '', reason_code}                  dead token (u, e or b)
 -- Times are integers; they are written with %d because Lua's default number formatting
 -- keeps only 14 significant digits.
 
@@ -36,12 +39,18 @@ local prune_over = tonumber(ARGV[13])
 
 local function fmt(n) return string.format('%d', n) end
 
-local h = redis.call('HMGET', key, 'w', 't', 'e', cf, ff)
+local dead = redis.call('GET', KEYS[2])
+if dead then
+  return {4, '', dead}
+end
+
+local hf = 'h:' .. ARGV[2]
+local h = redis.call('HMGET', key, 'w', 't', 'e', cf, ff, hf)
 local w = tonumber(h[1])
 if w and now - w >= horizon then
   -- Idle for the whole horizon: nothing stored still decides anything.
   redis.call('DEL', key)
-  h = {false, false, false, false, false}
+  h = {false, false, false, false, false, false}
   w = nil
 end
 local env = h[3] or ''
@@ -60,6 +69,8 @@ local function touch()
       local kind = string.sub(name, 1, 2)
       if kind == 'c:' then
         if now - tonumber(value) >= dedup then redis.call('HDEL', key, name) end
+      elseif kind == 'h:' then
+        if now >= tonumber(value) then redis.call('HDEL', key, name) end
       elseif kind == 'f:' then
         local n, c, lp, live = 0, nil, 0, false
         for tok in string.gmatch(value, '%S+') do
@@ -79,9 +90,13 @@ local function touch()
   end
 end
 
--- 1. Coalesce, measured from the last forward of this alert.
+-- 1. Coalesce, measured from the last forward of this alert, or held while queued.
 local last = tonumber(h[4])
 if last and now - last < dedup then
+  return {1, env}
+end
+local held = tonumber(h[6])
+if held and now < held then
   return {1, env}
 end
 

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::envelope::DeviceToken;
-use crate::policy::{self, DeviceState, Environment, Policy, Ticket};
+use crate::policy::{self, DeadReason, DeviceState, Environment, Policy, Ticket};
 
 use super::Admission;
 
@@ -28,6 +28,8 @@ struct Entry {
 #[derive(Debug)]
 pub struct MemoryStore {
     shards: Vec<Mutex<HashMap<[u8; 16], Entry>>>,
+    /// Dead tokens: device key -> (until, reason). Outlives the device's policy state.
+    tombstones: Mutex<HashMap<[u8; 16], (i64, DeadReason)>>,
     policy: Policy,
 }
 
@@ -43,6 +45,7 @@ impl MemoryStore {
     pub fn new(policy: Policy) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            tombstones: Mutex::new(HashMap::new()),
             policy,
         }
     }
@@ -76,6 +79,12 @@ impl MemoryStore {
         flap_key: &str,
         now_ms: i64,
     ) -> Admission {
+        if let Some(reason) = self.tombstone(device, now_ms) {
+            return Admission {
+                decision: policy::Decision::Dead(reason),
+                env: None,
+            };
+        }
         self.with(device, now_ms, |e| {
             let decision = policy::admit(&mut e.state, collapse_id, flap_key, now_ms, &self.policy);
             let wrote = matches!(
@@ -107,6 +116,39 @@ impl MemoryStore {
         })
     }
 
+    /// See [`super::Store::hold`].
+    pub fn hold(&self, device: &DeviceToken, collapse_id: &str, until_ms: i64, now_ms: i64) {
+        self.with(device, now_ms, |e| {
+            policy::hold(&mut e.state, collapse_id, until_ms);
+            ((), true)
+        })
+    }
+
+    /// See [`super::Store::release`].
+    pub fn release(&self, device: &DeviceToken, collapse_id: &str, now_ms: i64) {
+        self.with(device, now_ms, |e| {
+            policy::release(&mut e.state, collapse_id);
+            ((), e.written_ms != 0)
+        })
+    }
+
+    /// See [`super::Store::bury`].
+    pub fn bury(&self, device: &DeviceToken, reason: DeadReason, now_ms: i64, ttl_ms: i64) {
+        let (k, _) = key(device);
+        self.tombstones
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(k, (now_ms + ttl_ms, reason));
+    }
+
+    fn tombstone(&self, device: &DeviceToken, now_ms: i64) -> Option<DeadReason> {
+        let (k, _) = key(device);
+        let t = self.tombstones.lock().unwrap_or_else(|p| p.into_inner());
+        t.get(&k)
+            .filter(|(until, _)| now_ms < *until)
+            .map(|(_, r)| *r)
+    }
+
     /// See [`super::Store::remember_env`].
     pub fn remember_env(&self, device: &DeviceToken, env: Environment, now_ms: i64) {
         self.with(device, now_ms, |e| {
@@ -128,6 +170,10 @@ impl MemoryStore {
             });
             remaining += map.len();
         }
+        self.tombstones
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, (until, _)| now_ms < *until);
         remaining
     }
 

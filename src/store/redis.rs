@@ -21,11 +21,12 @@ use fred::types::scripts::Script;
 
 use super::{Admission, StoreError};
 use crate::envelope::DeviceToken;
-use crate::policy::{Decision, Environment, Policy, Ticket, TicketKind};
+use crate::policy::{DeadReason, Decision, Environment, Policy, Ticket, TicketKind};
 
 const ADMIT_LUA: &str = include_str!("admit.lua");
 const ROLLBACK_LUA: &str = include_str!("rollback.lua");
 const REMEMBER_ENV_LUA: &str = include_str!("remember_env.lua");
+const HOLD_LUA: &str = include_str!("hold.lua");
 
 /// When a device's hash has more fields than this, the admission prunes dead ones.
 const PRUNE_OVER: usize = 24;
@@ -53,6 +54,7 @@ pub struct RedisStore {
     admit: Script,
     rollback: Script,
     remember_env: Script,
+    hold: Script,
     connected: Arc<AtomicBool>,
 }
 
@@ -131,6 +133,7 @@ impl RedisStore {
             admit: Script::from_lua(ADMIT_LUA),
             rollback: Script::from_lua(ROLLBACK_LUA),
             remember_env: Script::from_lua(REMEMBER_ENV_LUA),
+            hold: Script::from_lua(HOLD_LUA),
             connected,
         })
     }
@@ -155,6 +158,11 @@ impl RedisStore {
     /// The device's key.
     pub fn key(&self, device: &DeviceToken) -> String {
         format!("{}{{{}}}", self.prefix, device.store_key())
+    }
+
+    /// The device's tombstone key (same hash tag as its state).
+    pub fn dead_key(&self, device: &DeviceToken) -> String {
+        format!("{}{{{}}}:dead", self.prefix, device.store_key())
     }
 
     fn ttl_ms(&self) -> i64 {
@@ -187,7 +195,11 @@ impl RedisStore {
         ];
         let reply: Vec<Value> = self
             .admit
-            .evalsha_with_reload(self.pool.next(), vec![self.key(device)], args)
+            .evalsha_with_reload(
+                self.pool.next(),
+                vec![self.key(device), self.dead_key(device)],
+                args,
+            )
             .await
             .map_err(err)?;
         parse_admission(&reply)
@@ -247,6 +259,56 @@ impl RedisStore {
         Ok(())
     }
 
+    /// See [`super::Store::hold`] and [`super::Store::release`] (`until_ms` 0).
+    pub async fn hold(
+        &self,
+        device: &DeviceToken,
+        collapse_id: &str,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let args: Vec<Value> = vec![
+            now_ms.into(),
+            collapse_id.into(),
+            until_ms.into(),
+            self.policy.horizon_ms().into(),
+            self.ttl_ms().into(),
+        ];
+        let _: i64 = self
+            .hold
+            .evalsha_with_reload(self.pool.next(), vec![self.key(device)], args)
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    /// See [`super::Store::bury`].
+    pub async fn bury(
+        &self,
+        device: &DeviceToken,
+        reason: DeadReason,
+        ttl_ms: i64,
+    ) -> Result<(), StoreError> {
+        let code = match reason {
+            DeadReason::Unregistered => "u",
+            DeadReason::ExpiredToken => "e",
+            DeadReason::BadDeviceToken => "b",
+        };
+        let _: () = self
+            .pool
+            .next()
+            .set(
+                self.dead_key(device),
+                code,
+                Some(Expiration::PX(ttl_ms.max(1))),
+                None,
+                false,
+            )
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
     /// The connection pool (for tests and diagnostics).
     pub fn pool(&self) -> &Pool {
         &self.pool
@@ -261,13 +323,17 @@ fn int(v: &Value) -> Option<i64> {
     }
 }
 
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.to_string()),
+        Value::Bytes(b) => std::str::from_utf8(b).ok().map(str::to_owned),
+        _ => None,
+    }
+}
+
 fn parse_admission(reply: &[Value]) -> Option<Admission> {
     let code = int(reply.first()?)?;
-    let env = match reply.get(1)? {
-        Value::String(s) => Environment::from_code(s),
-        Value::Bytes(b) => std::str::from_utf8(b).ok().and_then(Environment::from_code),
-        _ => None,
-    };
+    let env = text(reply.get(1)?).and_then(|s| Environment::from_code(&s));
     let decision = match code {
         0 => {
             let at_ms = int(reply.get(2)?)?;
@@ -286,6 +352,11 @@ fn parse_admission(reply: &[Value]) -> Option<Admission> {
         3 => Decision::RateLimited {
             retry_after_s: int(reply.get(2)?)?.max(1) as u64,
         },
+        4 => Decision::Dead(match text(reply.get(2)?)?.as_str() {
+            "u" => DeadReason::Unregistered,
+            "e" => DeadReason::ExpiredToken,
+            _ => DeadReason::BadDeviceToken,
+        }),
         _ => return None,
     };
     Some(Admission { decision, env })

@@ -1,5 +1,6 @@
--- rollback.lua: undo exactly one admitted forward that APNs refused. Mirrors
--- crate::policy::rollback. The bucket token is not refunded.
+-- rollback.lua: undo exactly one admitted forward that APNs refused (at once, or finally
+-- from the retry queue). Mirrors crate::policy::rollback. The bucket token is not refunded;
+-- any hold on the alert ends.
 --
 -- KEYS[1]  the device's hash (layout in admit.lua)
 -- ARGV     1 now_ms  2 collapseId  3 flap key  4 at_ms (the forward's instant)
@@ -28,6 +29,7 @@ if now - w >= horizon then
 end
 
 if tonumber(h[2]) == at then redis.call('HDEL', key, cf) end
+redis.call('HDEL', key, 'h:' .. ARGV[2])
 
 if h[3] then
   local cooled, lrem, lpost, fw = nil, 0, 0, {}
