@@ -43,9 +43,6 @@ GRAFANA = ROOT / "grafana"
 # (None: unset). Once a name shows up in config.rs, the table is the truth and its entry here
 # is ignored (the script says so, so it can be deleted).
 PENDING_VARS: dict[str, str | None] = {
-    "RELAY_REDIS_FAILURE": "degrade",
-    "RELAY_TOMBSTONE_TTL_S": "86400",
-    "RELAY_MAX_INFLIGHT": "1024",
     "RELAY_IP_RATE_CAPACITY": "600",
     "RELAY_IP_RATE_REFILL_PER_S": "20",
     "RELAY_TRUSTED_PROXIES": None,

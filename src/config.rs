@@ -47,6 +47,7 @@ vars! {
     "RELAY_REDIS_FAILURE", Some("degrade"), "degrade: on a Redis error or timeout, decide on this replica's in-process store until Redis answers again; reject: answer 503.";
     "RELAY_TOMBSTONE_TTL_S", Some("86400"), "How long a token APNs rejected for good is answered 410 without calling APNs (0 to 2592000; 0 disables).";
     "RELAY_MAX_INFLIGHT", Some("1024"), "Intake requests processed at once; beyond it requests get 503 with Retry-After (1 to 1000000).";
+    "RELAY_RETRY_LEASE_MS", Some("30000"), "A queued notification claimed by a replica is due again after this lease unless delivered (a replica that died mid-attempt); above twice APNS_REQUEST_TIMEOUT_MS.";
     "RELAY_HEADER_TIMEOUT_MS", Some("5000"), "Time a client has to send its request headers (100 to 120000).";
     "RELAY_BODY_TIMEOUT_MS", Some("10000"), "Time a client has to send its request body (100 to 120000).";
     "APNS_TEAM_ID", None, "Apple developer team id (10 characters), the JWT issuer.";
@@ -172,6 +173,8 @@ pub struct Config {
     pub tombstone_ttl_ms: i64,
     /// Intake requests processed at once.
     pub max_inflight: usize,
+    /// A claimed retry-queue item is due again after this lease, ms.
+    pub retry_lease_ms: i64,
     /// Time a client has to send its request headers.
     pub header_timeout: Duration,
     /// Time a client has to send its request body.
@@ -431,6 +434,13 @@ impl Config {
         };
 
         let delivery = Self::delivery(&mut r, dry_run);
+        let retry_lease_ms = r.int("RELAY_RETRY_LEASE_MS", 1000, 600_000) as i64;
+        if retry_lease_ms <= 2 * apns_timeout.as_millis() as i64 {
+            r.errors.push(format!(
+                "RELAY_RETRY_LEASE_MS={retry_lease_ms} is not valid: it must exceed twice APNS_REQUEST_TIMEOUT_MS ({} ms), or a slow attempt would be retried by another replica while still running",
+                apns_timeout.as_millis()
+            ));
+        }
 
         let replica_name = r
             .set("RELAY_REPLICA_NAME")
@@ -470,6 +480,7 @@ impl Config {
                 redis_failure,
                 tombstone_ttl_ms,
                 max_inflight,
+                retry_lease_ms,
                 header_timeout,
                 body_timeout,
                 delivery,

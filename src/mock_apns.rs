@@ -133,6 +133,7 @@ struct Shared {
     decoding: Option<jsonwebtoken::DecodingKey>,
     script: Mutex<Script>,
     received: Mutex<Vec<Received>>,
+    started: AtomicUsize,
     answered: AtomicUsize,
     answered_ok: AtomicUsize,
     connections: AtomicUsize,
@@ -178,6 +179,7 @@ impl MockApns {
             decoding,
             script: Mutex::default(),
             received: Mutex::default(),
+            started: AtomicUsize::new(0),
             answered: AtomicUsize::new(0),
             answered_ok: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
@@ -296,6 +298,11 @@ impl MockApns {
         self.shared.answered_ok.load(Ordering::SeqCst)
     }
 
+    /// Requests received so far, answered or not (an answer may be delayed).
+    pub fn started(&self) -> usize {
+        self.shared.started.load(Ordering::SeqCst)
+    }
+
     /// Requests answered so far, whatever the status.
     pub fn answered(&self) -> usize {
         self.shared.answered.load(Ordering::SeqCst)
@@ -351,6 +358,7 @@ fn check_jwt(s: &Shared, jwt: &str) -> Result<(), &'static str> {
 }
 
 async fn handle(s: &Shared, connection: usize, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    s.started.fetch_add(1, Ordering::SeqCst);
     let delay = *s.delay.lock().unwrap();
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;

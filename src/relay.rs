@@ -161,9 +161,6 @@ impl Outcome {
 
 /// How often an idle retry worker looks for due items.
 const RETRY_POLL: Duration = Duration::from_millis(100);
-/// A claimed item is due again after this lease unless acknowledged or rescheduled
-/// (longer than any single delivery, APNs timeout included).
-const RETRY_LEASE_MS: i64 = 30_000;
 /// Items claimed per poll.
 const RETRY_BATCH: usize = 32;
 /// How often the queue depth gauge is refreshed.
@@ -472,7 +469,7 @@ impl Relay {
             let now = self.clock.now_ms();
             let items = self
                 .store
-                .claim(now, now + RETRY_LEASE_MS, RETRY_BATCH)
+                .claim(now, now + self.cfg.retry_lease_ms, RETRY_BATCH)
                 .await;
             let idle = items.is_empty();
             for item in items {

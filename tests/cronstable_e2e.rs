@@ -18,14 +18,26 @@ use common::*;
 async fn real_cronstable_daemon_through_sealrelay_to_apns() {
     let python = std::env::var("SEALRELAY_E2E_PYTHON")
         .expect("SEALRELAY_E2E_PYTHON must name a python with cronstable[push] and pynacl (scripts/test.sh sets it)");
-    let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/cronstable_driver.py");
+    let driver = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/e2e/cronstable_driver.py"
+    );
     let h = Harness::start().await;
-    let token = format!("{}{}", "c0ffee", "0123456789abcdef".repeat(4).get(..58).unwrap());
+    let token = format!(
+        "{}{}",
+        "c0ffee",
+        "0123456789abcdef".repeat(4).get(..58).unwrap()
+    );
     let dir = tempfile::tempdir().unwrap();
     let relay_url = format!("http://{}/", h.addr());
 
     let out = {
-        let (python, driver, dir, token) = (python.clone(), driver.to_owned(), dir.path().to_owned(), token.clone());
+        let (python, driver, dir, token) = (
+            python.clone(),
+            driver.to_owned(),
+            dir.path().to_owned(),
+            token.clone(),
+        );
         tokio::task::spawn_blocking(move || {
             Command::new(python)
                 .arg(driver)
@@ -51,7 +63,11 @@ async fn real_cronstable_daemon_through_sealrelay_to_apns() {
     // Both alerts reached APNs, as the mock saw them.
     let deadline = Instant::now() + Duration::from_secs(10);
     while h.prod.received_for(&token).len() < 2 {
-        assert!(Instant::now() < deadline, "APNs got {} requests", h.prod.received_for(&token).len());
+        assert!(
+            Instant::now() < deadline,
+            "APNs got {} requests",
+            h.prod.received_for(&token).len()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let got = h.prod.received_for(&token);
@@ -80,12 +96,19 @@ async fn real_cronstable_daemon_through_sealrelay_to_apns() {
         }
     }
     let opened = child.wait_with_output().unwrap();
-    assert!(opened.status.success(), "{}", String::from_utf8_lossy(&opened.stderr));
+    assert!(
+        opened.status.success(),
+        "{}",
+        String::from_utf8_lossy(&opened.stderr)
+    );
     let plaintexts: Vec<serde_json::Value> = String::from_utf8_lossy(&opened.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let mut kinds: Vec<&str> = plaintexts.iter().map(|p| p["kind"].as_str().unwrap()).collect();
+    let mut kinds: Vec<&str> = plaintexts
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
     kinds.sort_unstable();
     assert_eq!(kinds, vec!["failure", "test"]);
     let failure = plaintexts.iter().find(|p| p["kind"] == "failure").unwrap();

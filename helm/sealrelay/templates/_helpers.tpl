@@ -157,6 +157,9 @@ container reads with envFrom. Values from .Values.env are applied last and win.
   "RELAY_ALERT_TITLE" $v.intake.alertTitle
   "RELAY_ALERT_BODY" $v.intake.alertBody
   "RELAY_MAX_INFLIGHT" $v.intake.maxInflight
+  "RELAY_HEADER_TIMEOUT_MS" $v.intake.headerTimeoutMs
+  "RELAY_BODY_TIMEOUT_MS" $v.intake.bodyTimeoutMs
+  "RELAY_RETRY_LEASE_MS" $v.apns.retryLeaseMs
   "RELAY_IP_RATE_CAPACITY" $v.intake.ipRateCapacity
   "RELAY_IP_RATE_REFILL_PER_S" $v.intake.ipRateRefillPerSecond
   "RELAY_TRUSTED_PROXIES" $v.intake.trustedProxies
