@@ -42,11 +42,7 @@ GRAFANA = ROOT / "grafana"
 # Variables already decided but not yet in src/config.rs's vars! table, with their defaults
 # (None: unset). Once a name shows up in config.rs, the table is the truth and its entry here
 # is ignored (the script says so, so it can be deleted).
-PENDING_VARS: dict[str, str | None] = {
-    "RELAY_IP_RATE_CAPACITY": "600",
-    "RELAY_IP_RATE_REFILL_PER_S": "20",
-    "RELAY_TRUSTED_PROXIES": None,
-}
+PENDING_VARS: dict[str, str | None] = {}
 
 # Standard OpenTelemetry SDK variables: the relay honours them (see OTEL_EXPORTER_OTLP_ENDPOINT's
 # help), so docs and values may name them although they are not in the vars! table.

@@ -131,9 +131,7 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
             let mut tick = tokio::time::interval(SWEEP_EVERY);
             loop {
                 tokio::select! {
-                    _ = tick.tick() => {
-                        relay.store().in_process().sweep(relay.clock().now_ms());
-                    }
+                    _ = tick.tick() => relay.sweep(),
                     _ = stop_rx.changed() => break,
                 }
             }

@@ -47,6 +47,9 @@ vars! {
     "RELAY_REDIS_FAILURE", Some("degrade"), "degrade: on a Redis error or timeout, decide on this replica's in-process store until Redis answers again; reject: answer 503.";
     "RELAY_TOMBSTONE_TTL_S", Some("86400"), "How long a token APNs rejected for good is answered 410 without calling APNs (0 to 2592000; 0 disables).";
     "RELAY_MAX_INFLIGHT", Some("1024"), "Intake requests processed at once; beyond it requests get 503 with Retry-After (1 to 1000000).";
+    "RELAY_IP_RATE_CAPACITY", Some("600"), "Token bucket size per client address (IPv6 by /64), per replica; 0 disables (0 to 1000000).";
+    "RELAY_IP_RATE_REFILL_PER_S", Some("20"), "Tokens per second the client-address bucket refills.";
+    "RELAY_TRUSTED_PROXIES", None, "Comma-separated address blocks (10.0.0.0/8, fd00::/8) whose X-Forwarded-For is honoured.";
     "RELAY_RETRY_LEASE_MS", Some("30000"), "A queued notification claimed by a replica is due again after this lease unless delivered (a replica that died mid-attempt); above twice APNS_REQUEST_TIMEOUT_MS.";
     "RELAY_HEADER_TIMEOUT_MS", Some("5000"), "Time a client has to send its request headers (100 to 120000).";
     "RELAY_BODY_TIMEOUT_MS", Some("10000"), "Time a client has to send its request body (100 to 120000).";
@@ -173,6 +176,10 @@ pub struct Config {
     pub tombstone_ttl_ms: i64,
     /// Intake requests processed at once.
     pub max_inflight: usize,
+    /// Per-client-address bucket: capacity (0: off) and refill per second.
+    pub ip_rate: (u32, f64),
+    /// Proxies whose X-Forwarded-For is honoured.
+    pub trusted_proxies: Vec<crate::clients::Cidr>,
     /// A claimed retry-queue item is due again after this lease, ms.
     pub retry_lease_ms: i64,
     /// Time a client has to send its request headers.
@@ -434,6 +441,29 @@ impl Config {
         };
 
         let delivery = Self::delivery(&mut r, dry_run);
+        let ip_capacity = r.int("RELAY_IP_RATE_CAPACITY", 0, 1_000_000) as u32;
+        let ip_allowed = "a number greater than 0 and at most 1000000";
+        let ip_refill = match r.parse::<f64>("RELAY_IP_RATE_REFILL_PER_S", ip_allowed) {
+            Some(x) if x.is_finite() && x > 0.0 && x <= 1_000_000.0 => x,
+            Some(x) => {
+                r.fail("RELAY_IP_RATE_REFILL_PER_S", &x.to_string(), ip_allowed);
+                1.0
+            }
+            None => 1.0,
+        };
+        let trusted_proxies = match crate::clients::parse_trusted(
+            &r.value("RELAY_TRUSTED_PROXIES").unwrap_or_default(),
+        ) {
+            Ok(t) => t,
+            Err(bad) => {
+                r.fail(
+                    "RELAY_TRUSTED_PROXIES",
+                    &bad,
+                    "comma-separated addresses or blocks such as 10.0.0.0/8, fd00::/8",
+                );
+                Vec::new()
+            }
+        };
         let retry_lease_ms = r.int("RELAY_RETRY_LEASE_MS", 1000, 600_000) as i64;
         if retry_lease_ms <= 2 * apns_timeout.as_millis() as i64 {
             r.errors.push(format!(
@@ -480,6 +510,8 @@ impl Config {
                 redis_failure,
                 tombstone_ttl_ms,
                 max_inflight,
+                ip_rate: (ip_capacity, ip_refill),
+                trusted_proxies,
                 retry_lease_ms,
                 header_timeout,
                 body_timeout,

@@ -126,6 +126,20 @@ async fn intake_inner(relay: Arc<Relay>, req: Request, span: tracing::Span) -> R
         return respond(&Outcome::Overloaded);
     };
     let _inflight = crate::telemetry::InflightGuard::enter();
+    let peer = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map_or(crate::clients::UNKNOWN, |c| c.0.ip());
+    let forwarded_for = req
+        .headers()
+        .get("x-forwarded-for")
+        .and_then(|v| v.to_str().ok());
+    if let Err(retry_after_s) = relay.check_client(peer, forwarded_for) {
+        let outcome = Outcome::ClientRateLimited { retry_after_s };
+        crate::telemetry::intake(outcome.label(), 429, started.elapsed());
+        span.record("outcome", outcome.label());
+        return respond(&outcome);
+    }
     let body = match tokio::time::timeout(relay.config().body_timeout, read_body(req)).await {
         Ok(r) => r,
         Err(_) => Err(BodyError::TimedOut),

@@ -17,6 +17,7 @@
 
 pub mod apns;
 pub mod app;
+pub mod clients;
 pub mod clock;
 pub mod config;
 pub mod envelope;

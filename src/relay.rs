@@ -67,6 +67,11 @@ pub enum Outcome {
     Queued,
     /// Too many requests in flight (`RELAY_MAX_INFLIGHT`).
     Overloaded,
+    /// The sending client's address is over its bucket.
+    ClientRateLimited {
+        /// Seconds until a token is back.
+        retry_after_s: u64,
+    },
 }
 
 impl Outcome {
@@ -76,9 +81,9 @@ impl Outcome {
             Outcome::Forwarded | Outcome::Coalesced | Outcome::Suppressed | Outcome::Queued => {
                 StatusCode::ACCEPTED
             }
-            Outcome::RateLimited { .. } | Outcome::ApnsThrottled { .. } => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            Outcome::RateLimited { .. }
+            | Outcome::ApnsThrottled { .. }
+            | Outcome::ClientRateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             Outcome::TokenRejected { .. } => StatusCode::GONE,
             Outcome::CredentialsRejected { .. }
             | Outcome::ApnsUnreachable
@@ -114,13 +119,15 @@ impl Outcome {
             Outcome::StoreUnavailable => json!({"v": 1, "error": "relay state unavailable"}),
             Outcome::Queued => json!({"v": 1, "outcome": "queued"}),
             Outcome::Overloaded => json!({"v": 1, "error": "relay overloaded"}),
+            Outcome::ClientRateLimited { .. } => json!({"v": 1, "error": "client is rate limited"}),
         }
     }
 
     /// `Retry-After` seconds, when the answer carries one.
     pub fn retry_after(&self) -> Option<u64> {
         match self {
-            Outcome::RateLimited { retry_after_s } => Some(*retry_after_s),
+            Outcome::RateLimited { retry_after_s }
+            | Outcome::ClientRateLimited { retry_after_s } => Some(*retry_after_s),
             Outcome::StoreUnavailable | Outcome::Overloaded => Some(1),
             _ => None,
         }
@@ -142,6 +149,7 @@ impl Outcome {
             Outcome::StoreUnavailable => "store_unavailable",
             Outcome::Queued => "queued",
             Outcome::Overloaded => "overloaded",
+            Outcome::ClientRateLimited { .. } => "client_rate_limited",
         }
     }
 
@@ -196,6 +204,7 @@ pub struct Relay {
     sender: Sender,
     clock: Clock,
     inflight: tokio::sync::Semaphore,
+    clients: Option<crate::clients::ClientLimiter>,
 }
 
 impl Relay {
@@ -207,12 +216,15 @@ impl Relay {
             Delivery::Unconfigured => Sender::Unconfigured,
         };
         let inflight = tokio::sync::Semaphore::new(cfg.max_inflight);
+        let clients = (cfg.ip_rate.0 > 0)
+            .then(|| crate::clients::ClientLimiter::new(cfg.ip_rate.0, cfg.ip_rate.1));
         Ok(Self {
             cfg,
             store,
             sender,
             clock,
             inflight,
+            clients,
         })
     }
 
@@ -225,6 +237,29 @@ impl Relay {
     /// (the request is shed with 503).
     pub fn admit_request(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
         self.inflight.try_acquire().ok()
+    }
+
+    /// Takes a token from the bucket of the client that sent a request: `Err(retry_after_s)`
+    /// when it is empty.
+    pub fn check_client(
+        &self,
+        peer: std::net::IpAddr,
+        forwarded_for: Option<&str>,
+    ) -> Result<(), u64> {
+        let Some(limiter) = &self.clients else {
+            return Ok(());
+        };
+        let client = crate::clients::client_of(peer, forwarded_for, &self.cfg.trusted_proxies);
+        limiter.check(client, self.clock.now_ms())
+    }
+
+    /// Forgets idle state held in process (called periodically).
+    pub fn sweep(&self) {
+        let now = self.clock.now_ms();
+        self.store.in_process().sweep(now);
+        if let Some(l) = &self.clients {
+            l.sweep(now);
+        }
     }
 
     /// The store.

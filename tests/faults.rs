@@ -194,7 +194,9 @@ async fn redis_outage_under_load_degrades_without_5xx() {
         Harness::with(
             Options::default()
                 .var("REDIS_URL", &url)
-                .var("RELAY_REDIS_TIMEOUT_MS", "200"),
+                .var("RELAY_REDIS_TIMEOUT_MS", "200")
+                // One test client stands in for many daemons here.
+                .var("RELAY_IP_RATE_CAPACITY", "0"),
         )
         .await,
     );
@@ -327,4 +329,51 @@ async fn overload_is_shed_with_503() {
     }
     assert_eq!(forwarded, 2);
     assert_eq!(shed, 4);
+}
+
+/// A client over its address bucket gets 429; behind a trusted proxy each forwarded client
+/// has its own bucket; a daemon's fan-out of 100 devices passes with the defaults.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_address_buckets() {
+    let h = Harness::start().await;
+    for i in 0..100 {
+        assert_eq!(
+            h.post(&envelope(&device(i), &id(1))).await.status,
+            202,
+            "fan-out {i}"
+        );
+    }
+
+    let h = Harness::with(
+        Options::default()
+            .var("RELAY_IP_RATE_CAPACITY", "3")
+            .var("RELAY_IP_RATE_REFILL_PER_S", "0.1")
+            .var("RELAY_TRUSTED_PROXIES", "127.0.0.1/32"),
+    )
+    .await;
+    let post_as = |client: &'static str, n: u32| {
+        let body = serde_json::to_vec(&envelope(&device(n), &id(n))).unwrap();
+        let addr = h.addr();
+        async move {
+            let req = format!(
+                "POST / HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Forwarded-For: {client}\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            let mut bytes = req.into_bytes();
+            bytes.extend_from_slice(&body);
+            raw(addr, &bytes).await
+        }
+    };
+    for n in 0..3 {
+        assert!(post_as("198.51.100.1", n).await.starts_with("HTTP/1.1 202"));
+    }
+    let r = post_as("198.51.100.1", 3).await;
+    assert!(r.starts_with("HTTP/1.1 429"), "{r}");
+    assert!(r.contains("retry-after: 10"), "{r}");
+    assert!(
+        r.ends_with(r#"{"v":1,"error":"client is rate limited"}"#),
+        "{r}"
+    );
+    // Another client behind the same proxy is not affected.
+    assert!(post_as("198.51.100.2", 4).await.starts_with("HTTP/1.1 202"));
 }
