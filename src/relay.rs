@@ -171,6 +171,8 @@ impl Outcome {
 const RETRY_POLL: Duration = Duration::from_millis(100);
 /// Items claimed per poll.
 const RETRY_BATCH: usize = 32;
+/// Retry attempts in flight per replica.
+const RETRY_CONCURRENCY: usize = 256;
 /// How often the queue depth gauge is refreshed.
 const RETRY_DEPTH_EVERY: Duration = Duration::from_secs(2);
 
@@ -500,16 +502,29 @@ impl Relay {
             }
         }
         let mut last_depth = Instant::now() - RETRY_DEPTH_EVERY;
+        // Attempts in flight are bounded, and a worker claims only what it can start at once,
+        // so a claimed item never waits out its lease in this replica's backlog.
+        let slots = Arc::new(tokio::sync::Semaphore::new(RETRY_CONCURRENCY));
         loop {
+            let free = slots.available_permits().min(RETRY_BATCH);
             let now = self.clock.now_ms();
-            let items = self
-                .store
-                .claim(now, now + self.cfg.retry_lease_ms, RETRY_BATCH)
-                .await;
+            let items = if free == 0 {
+                Vec::new()
+            } else {
+                self.store
+                    .claim(now, now + self.cfg.retry_lease_ms, free)
+                    .await
+            };
             let idle = items.is_empty();
             for item in items {
+                let Ok(permit) = slots.clone().try_acquire_owned() else {
+                    break;
+                };
                 let relay = self.clone();
-                tokio::spawn(async move { relay.retry(item).await });
+                tokio::spawn(async move {
+                    relay.retry(item).await;
+                    drop(permit);
+                });
             }
             if last_depth.elapsed() >= RETRY_DEPTH_EVERY {
                 last_depth = Instant::now();

@@ -329,9 +329,13 @@ impl Store {
     /// Redis queue (round robin over calls).
     pub async fn claim(&self, now_ms: i64, lease_until_ms: i64, max: usize) -> Vec<Pending> {
         let mut items = self.memory_queue.claim(now_ms, lease_until_ms, max);
+        let room = max - items.len();
+        if room == 0 {
+            return items;
+        }
         if let Some(q) = self.redis_queue() {
             let shard = self.next_shard.fetch_add(1, Ordering::Relaxed) % SHARDS;
-            match q.claim(shard, now_ms, lease_until_ms, max).await {
+            match q.claim(shard, now_ms, lease_until_ms, room).await {
                 Ok(more) => items.extend(more),
                 Err(e) => {
                     let _ = self.queue_failed(&e);
