@@ -231,9 +231,8 @@ fn string_field<'a>(map: &'a Map<String, Value>, name: &str) -> Option<&'a str> 
 }
 
 fn from_map(map: &Map<String, Value>, max_chars: usize) -> Result<Envelope, EnvelopeError> {
-    match map.get("v").and_then(Value::as_f64) {
-        Some(v) if v == 1.0 => {}
-        _ => return Err(EnvelopeError::new("v must be 1")),
+    if map.get("v").and_then(Value::as_f64) != Some(1.0) {
+        return Err(EnvelopeError::new("v must be 1"));
     }
 
     let device = string_field(map, "device")

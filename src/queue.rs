@@ -342,7 +342,7 @@ impl RedisQueue {
     }
 
     /// Items waiting, over all shards.
-    pub async fn len(&self) -> Result<usize, StoreError> {
+    pub async fn depth(&self) -> Result<usize, StoreError> {
         let mut n = 0;
         for shard in 0..SHARDS {
             let c: i64 = self

@@ -360,7 +360,7 @@ impl Store {
     pub async fn queue_depth(&self) -> usize {
         let mut n = self.memory_queue.len();
         if let Some(q) = self.redis_queue() {
-            n += q.len().await.unwrap_or(0);
+            n += q.depth().await.unwrap_or(0);
         }
         n
     }
