@@ -7,9 +7,13 @@
 //! block one host usually owns. The default bucket (600, refilling 20/s) lets a daemon's
 //! fan-out of 100 devices per alert through untouched.
 //!
-//! The buckets live in this replica's memory: the check costs no Redis round trip, so a
-//! forwarded request still costs exactly one. With N replicas behind a load balancer a
-//! client can therefore reach N times the per-replica allowance.
+//! **Shared in Redis, past the first quarter.** Each replica keeps the bucket in memory, and
+//! a client that has used no more than a quarter of it costs no Redis call, so a daemon's
+//! ordinary bursts (100 devices of a 600 bucket) keep the one-round-trip happy path. Once a
+//! client has used more than a quarter of a replica's bucket, each further request also
+//! takes a token from the client's bucket in Redis (`client.lua`), shared by every replica:
+//! a heavy client is limited cluster-wide to at most a quarter of the bucket per replica plus
+//! one shared bucket, instead of a whole bucket per replica.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -134,9 +138,10 @@ impl ClientLimiter {
         &self.shards[h.wrapping_mul(0x9E37_79B9) % SHARDS]
     }
 
-    /// Takes a token for `client` at `now_ms`; `Err(retry_after_s)` when its bucket is
-    /// empty.
-    pub fn check(&self, client: IpAddr, now_ms: i64) -> Result<(), u64> {
+    /// Takes a token for `client` at `now_ms`: `Ok(busy)` (busy: more than a quarter of the
+    /// bucket is spent, so the shared bucket must be asked too), or `Err(retry_after_s)` when
+    /// its bucket is empty.
+    pub fn check(&self, client: IpAddr, now_ms: i64) -> Result<bool, u64> {
         let key = group(client);
         let now_us = now_ms * 1000;
         let mut map = self.shard(&key).lock().unwrap_or_else(|p| p.into_inner());
@@ -146,8 +151,14 @@ impl ClientLimiter {
             let wait = tat - now_us - tolerance;
             return Err(((wait + 999_999) / 1_000_000).max(1) as u64);
         }
-        map.insert(key, tat + self.emission_us);
-        Ok(())
+        let tat = tat + self.emission_us;
+        map.insert(key, tat);
+        Ok(tat - now_us > self.emission_us * (self.capacity / 4))
+    }
+
+    /// The bucket parameters, for the shared bucket: capacity and microseconds per token.
+    pub fn params(&self) -> (i64, i64) {
+        (self.capacity, self.emission_us)
     }
 
     /// Forgets clients whose buckets are full again.
@@ -238,13 +249,21 @@ mod tests {
     }
 
     #[test]
-    fn a_daemon_fan_out_passes_with_the_defaults() {
+    fn a_daemon_fan_out_passes_with_the_defaults_without_asking_redis() {
         let l = ClientLimiter::new(600, 20.0);
         for _ in 0..100 {
-            assert!(l.check(ip("192.0.2.1"), 1_000).is_ok());
+            assert_eq!(l.check(ip("192.0.2.1"), 1_000), Ok(false));
         }
+        for _ in 100..150 {
+            l.check(ip("192.0.2.1"), 1_000).unwrap();
+        }
+        assert_eq!(
+            l.check(ip("192.0.2.1"), 1_000),
+            Ok(true),
+            "past a quarter: busy"
+        );
         assert_eq!(l.len(), 1);
-        l.sweep(1_000 + 100 * 50 + 1);
+        l.sweep(1_000 + 151 * 50 + 1);
         assert!(l.is_empty());
     }
 }

@@ -47,7 +47,7 @@ vars! {
     "RELAY_REDIS_FAILURE", Some("degrade"), "degrade: on a Redis error or timeout, decide on this replica's in-process store until Redis answers again; reject: answer 503.";
     "RELAY_TOMBSTONE_TTL_S", Some("86400"), "How long a token APNs rejected for good is answered 410 without calling APNs (0 to 2592000; 0 disables).";
     "RELAY_MAX_INFLIGHT", Some("1024"), "Intake requests processed at once; beyond it requests get 503 with Retry-After (1 to 1000000).";
-    "RELAY_IP_RATE_CAPACITY", Some("600"), "Token bucket size per client address (IPv6 by /64), per replica; 0 disables (0 to 1000000).";
+    "RELAY_IP_RATE_CAPACITY", Some("600"), "Token bucket size per client address (IPv6 by /64); shared in Redis past its first quarter; 0 disables (0 to 1000000).";
     "RELAY_IP_RATE_REFILL_PER_S", Some("20"), "Tokens per second the client-address bucket refills.";
     "RELAY_TRUSTED_PROXIES", None, "Comma-separated address blocks (10.0.0.0/8, fd00::/8) whose X-Forwarded-For is honoured.";
     "RELAY_RETRY_LEASE_MS", Some("30000"), "A queued notification claimed by a replica is due again after this lease unless delivered (a replica that died mid-attempt); above twice APNS_REQUEST_TIMEOUT_MS.";

@@ -134,7 +134,7 @@ async fn intake_inner(relay: Arc<Relay>, req: Request, span: tracing::Span) -> R
         .headers()
         .get("x-forwarded-for")
         .and_then(|v| v.to_str().ok());
-    if let Err(retry_after_s) = relay.check_client(peer, forwarded_for) {
+    if let Err(retry_after_s) = relay.check_client(peer, forwarded_for).await {
         let outcome = Outcome::ClientRateLimited { retry_after_s };
         crate::telemetry::intake(outcome.label(), 429, started.elapsed());
         span.record("outcome", outcome.label());

@@ -241,9 +241,10 @@ impl Relay {
         self.inflight.try_acquire().ok()
     }
 
-    /// Takes a token from the bucket of the client that sent a request: `Err(retry_after_s)`
-    /// when it is empty.
-    pub fn check_client(
+    /// Takes a token from the bucket of the client that sent a request (this replica's,
+    /// and the shared one in Redis once the client is busy): `Err(retry_after_s)` when
+    /// empty.
+    pub async fn check_client(
         &self,
         peer: std::net::IpAddr,
         forwarded_for: Option<&str>,
@@ -252,7 +253,19 @@ impl Relay {
             return Ok(());
         };
         let client = crate::clients::client_of(peer, forwarded_for, &self.cfg.trusted_proxies);
-        limiter.check(client, self.clock.now_ms())
+        let now = self.clock.now_ms();
+        if limiter.check(client, now)? {
+            let (capacity, emission_us) = limiter.params();
+            let block = crate::clients::group(client).to_string();
+            if let Some(wait) = self
+                .store
+                .client_take(&block, now, capacity, emission_us)
+                .await
+            {
+                return Err(wait);
+            }
+        }
+        Ok(())
     }
 
     /// Forgets idle state held in process (called periodically).

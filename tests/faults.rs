@@ -377,3 +377,44 @@ async fn client_address_buckets() {
     // Another client behind the same proxy is not affected.
     assert!(post_as("198.51.100.2", 4).await.starts_with("HTTP/1.1 202"));
 }
+
+/// A busy client is limited across replicas by its bucket in Redis: two replicas let it
+/// through a quarter of their own bucket each without asking Redis, then one shared bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_clients_bucket_is_shared_in_redis() {
+    let redis = RedisServer::start();
+    let opts = || {
+        Options::default()
+            .var("REDIS_URL", &redis.url())
+            .var("RELAY_IP_RATE_CAPACITY", "8")
+            .var("RELAY_IP_RATE_REFILL_PER_S", "0.01")
+    };
+    let a = Harness::with(opts()).await;
+    let b = Harness::with(opts()).await;
+    wait_until("ready", Duration::from_secs(20), || {
+        a.relay.relay.store().ready() && b.relay.relay.store().ready()
+    })
+    .await;
+    let mut accepted = 0;
+    let mut limited = 0;
+    for i in 0..20u32 {
+        let h = if i % 2 == 0 { &a } else { &b };
+        let r = h.post(&envelope(&device(i), &id(i))).await;
+        match r.status {
+            202 => accepted += 1,
+            429 => {
+                assert_eq!(r.body, r#"{"v":1,"error":"client is rate limited"}"#);
+                limited += 1;
+            }
+            s => panic!("{s}: {}", r.body),
+        }
+    }
+    // 2 free per replica + 8 from the shared bucket; replica-local buckets alone would
+    // have let 16 through.
+    assert_eq!((accepted, limited), (12, 8));
+    let keys = redis.cli(&["--scan", "--pattern", "sealrelay:{c:*"]);
+    let key = keys.lines().next().expect("a shared client bucket");
+    assert!(!key.contains("127.0.0.1"), "no address in the key");
+    let pttl: i64 = redis.cli(&["PTTL", key]).trim().parse().unwrap();
+    assert!(pttl > 0);
+}

@@ -543,6 +543,16 @@ impl Probe {
                     }
                 }
                 let evalsha = delta.get("evalsha").copied().unwrap_or(0);
+                // Background calls, not on any request's path: the retry-queue worker's
+                // claim.lua polls (one ZRANGEBYSCORE each) and the queue-depth gauge (ZCARD).
+                let background = delta.get("zrangebyscore").copied().unwrap_or(0)
+                    + delta.get("zcard").copied().unwrap_or(0);
+                let request_path = round_trips.saturating_sub(background);
+                out.insert("redis_background_calls".into(), json!(background));
+                out.insert(
+                    "redis_request_path_calls_per_forwarded".into(),
+                    json!(per(request_path as f64, forwarded)),
+                );
                 out.insert("redis_commandstats_delta".into(), json!(delta));
                 out.insert("redis_evalsha".into(), json!(evalsha));
                 out.insert("redis_round_trips".into(), json!(round_trips));

@@ -295,6 +295,29 @@ impl Store {
         .await
     }
 
+    /// The shared bucket of a busy client block (see `crate::clients`): `Some(retry_after_s)`
+    /// when it is empty. Without Redis, while degraded, or when Redis fails, the replica's own
+    /// bucket alone decides (this check never degrades the store or fails a request).
+    pub async fn client_take(
+        &self,
+        block: &str,
+        now_ms: i64,
+        capacity: i64,
+        emission_us: i64,
+    ) -> Option<u64> {
+        let shared = self.redis.as_ref()?;
+        if shared.degraded.load(Ordering::SeqCst) {
+            return None;
+        }
+        let started = Instant::now();
+        let r = shared
+            .store
+            .client_take(block, now_ms, capacity, emission_us)
+            .await;
+        crate::telemetry::store_op("client", started.elapsed(), r.is_ok());
+        r.ok().flatten()
+    }
+
     fn redis_queue(&self) -> Option<&RedisQueue> {
         let shared = self.redis.as_ref()?;
         if shared.degraded.load(Ordering::SeqCst) {

@@ -27,6 +27,7 @@ const ADMIT_LUA: &str = include_str!("admit.lua");
 const ROLLBACK_LUA: &str = include_str!("rollback.lua");
 const REMEMBER_ENV_LUA: &str = include_str!("remember_env.lua");
 const HOLD_LUA: &str = include_str!("hold.lua");
+const CLIENT_LUA: &str = include_str!("client.lua");
 
 /// When a device's hash has more fields than this, the admission prunes dead ones.
 const PRUNE_OVER: usize = 24;
@@ -55,6 +56,7 @@ pub struct RedisStore {
     rollback: Script,
     remember_env: Script,
     hold: Script,
+    client: Script,
     connected: Arc<AtomicBool>,
 }
 
@@ -134,6 +136,7 @@ impl RedisStore {
             rollback: Script::from_lua(ROLLBACK_LUA),
             remember_env: Script::from_lua(REMEMBER_ENV_LUA),
             hold: Script::from_lua(HOLD_LUA),
+            client: Script::from_lua(CLIENT_LUA),
             connected,
         })
     }
@@ -307,6 +310,30 @@ impl RedisStore {
             .await
             .map_err(err)?;
         Ok(())
+    }
+
+    /// Takes a token from a client block's shared bucket: `Ok(None)` when taken,
+    /// `Ok(Some(retry_after_s))` when empty.
+    pub async fn client_take(
+        &self,
+        block: &str,
+        now_ms: i64,
+        capacity: i64,
+        emission_us: i64,
+    ) -> Result<Option<u64>, StoreError> {
+        let d = ring::digest::digest(&ring::digest::SHA256, block.as_bytes());
+        let key = format!(
+            "{}{{c:{}}}",
+            self.prefix,
+            crate::envelope::hex(&d.as_ref()[..16])
+        );
+        let args: Vec<Value> = vec![now_ms.into(), capacity.into(), emission_us.into()];
+        let wait: i64 = self
+            .client
+            .evalsha_with_reload(self.pool.next(), vec![key], args)
+            .await
+            .map_err(err)?;
+        Ok((wait > 0).then_some(wait as u64))
     }
 
     /// The connection pool (for tests and diagnostics).
