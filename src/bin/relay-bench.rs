@@ -220,7 +220,7 @@ impl Mix {
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(1)
         });
-        let n = (c.ciphertext_chars.max(68) + 3) / 4 * 4;
+        let n = c.ciphertext_chars.max(68).div_ceil(4) * 4;
         const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         let mut ct = String::with_capacity(n);
         let mut x = salt;

@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""Turns one scripts/bench.sh run (a results directory) into BENCHMARKS.md and the plot.
+
+    python3 bench/report.py bench/results/<stamp> BENCHMARKS.md
+
+Reads results.jsonl (one JSON line per relay-bench run) and machine.txt, prints the table,
+writes bench/latency-vs-load.png (gnuplot) and BENCHMARKS.md. Hand-written analysis lives in
+bench/notes.md and is appended verbatim, so a rerun refreshes the numbers and keeps the notes.
+"""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+run_dir, md_path = sys.argv[1], sys.argv[2]
+bench_dir = os.path.dirname(os.path.abspath(__file__))
+repo = os.path.dirname(bench_dir)
+
+runs = {}
+for line in open(os.path.join(run_dir, "results.jsonl")):
+    r = json.loads(line)
+    runs[r["label"]] = r
+
+
+def get(label, *path, default=float("nan")):
+    v = runs.get(label)
+    for p in path:
+        if v is None:
+            return default
+        v = v.get(p) if isinstance(v, dict) else None
+    return default if v is None else v
+
+
+def proc(label, name, field):
+    return get(label, "processes", name, field)
+
+
+nan = float("nan")
+A = get("part-intake", "rps")
+B = get("part-redis", "rps")
+C = get("part-apns", "rps")
+L = 1.0 / (1.0 / A + 1.0 / B + 1.0 / C)
+
+cpu_intake = proc("part-intake", "intake", "cpu_us_per_request")
+cpu_redis = proc("part-redis", "redis", "cpu_us_per_request")
+cpu_h2 = get("part-apns", "generator_cpu_us_per_request")
+cpu_mock = proc("part-apns", "mock", "cpu_us_per_request")
+cpu_parts = cpu_intake + cpu_redis + cpu_h2
+
+T_mem = get("relay-memory", "forwarded_per_s")
+T_r1 = get("relay-redis-1", "forwarded_per_s")
+T_r2 = get("relay-redis-2", "forwarded_per_s")
+T_mix = get("relay-redis-1-mix", "rps")
+
+cpu_relay_mem = proc("relay-memory", "relay", "cpu_us_per_forwarded")
+cpu_relay_r1 = proc("relay-redis-1", "relay", "cpu_us_per_forwarded")
+cpu_redis_r1 = proc("relay-redis-1", "redis", "cpu_us_per_forwarded")
+cpu_r1 = cpu_relay_r1 + cpu_redis_r1
+cpu_r2 = (proc("relay-redis-2", "relay", "cpu_us_per_forwarded")
+          + proc("relay-redis-2", "relay2", "cpu_us_per_forwarded")
+          + proc("relay-redis-2", "redis", "cpu_us_per_forwarded"))
+cpu_mem_vs_parts = cpu_intake + cpu_h2
+
+ratio_tp = T_r1 / L
+ratio_cpu = cpu_r1 / cpu_parts
+
+# Latency curve.
+points = []
+for label, r in runs.items():
+    if label.startswith("curve-relay-"):
+        f = label[len("curve-relay-"):]
+        a = runs.get("curve-apns-" + f, {})
+        points.append((float(f), r["target_rate"], r["rps"], r["latency_ms"],
+                       a.get("rps", nan), a.get("latency_ms", {})))
+points.sort()
+half = [p for p in points if abs(p[0] - 0.5) < 1e-9]
+if half:
+    _, _, _, lr, _, la = half[0]
+    added_p99 = lr["p99"] - la.get("p99", nan)
+    added_p50 = lr["p50"] - la.get("p50", nan)
+else:
+    added_p99 = added_p50 = nan
+
+evalsha_fwd = get("relay-redis-1", "redis_evalsha_per_forwarded")
+rt_fwd = get("relay-redis-1", "redis_round_trips_per_forwarded")
+rt_fwd2 = get("relay-redis-2", "redis_round_trips_per_forwarded")
+path_fwd = get("relay-redis-1", "redis_request_path_calls_per_forwarded")
+path_fwd2 = get("relay-redis-2", "redis_request_path_calls_per_forwarded")
+bg_calls = get("relay-redis-1", "redis_background_calls", default=0)
+mix_rt_req = get("relay-redis-1-mix", "redis_evalsha", default=0) / max(1, get("relay-redis-1-mix", "requests", default=1))
+
+few_n = get("rss-few", "requests", default=0)
+many_n = few_n + get("rss-many", "requests", default=0)
+rss_few = proc("rss-few", "relay", "vm_hwm_kb")
+rss_many = proc("rss-many", "relay", "vm_hwm_kb")
+rss_growth = (rss_many - rss_few) / rss_few if rss_few == rss_few and rss_few else nan
+mem_per_dev = get("redis-memory", "bytes_per_device")
+many_used = get("rss-many", "redis_used_memory")
+try:
+    many_keys = int(open(os.path.join(run_dir, "dbsize-many.txt")).read().strip())
+except Exception:
+    many_keys = 0
+
+
+def f0(x):
+    return "n/a" if x != x else f"{x:,.0f}"
+
+
+def f1(x):
+    return "n/a" if x != x else f"{x:,.1f}"
+
+
+def f2(x):
+    return "n/a" if x != x else f"{x:,.2f}"
+
+
+def pct(x):
+    return "n/a" if x != x else f"{100 * x:.0f}%"
+
+
+def mark(ok):
+    return "met" if ok else "**missed**"
+
+
+table = []
+table.append("| Figure | Value |")
+table.append("| --- | --- |")
+table.append(f"| A: HTTP intake alone (bench-intake, parse + 202), req/s | {f0(A)} |")
+table.append(f"| B: Redis alone, EVALSHA admit.lua, calls/s | {f0(B)} |")
+table.append(f"| C: mock APNs alone, HTTP/2 requests/s (relay-bench as the relay's client) | {f0(C)} |")
+table.append(f"| Combined limit 1/(1/A+1/B+1/C), req/s | {f0(L)} |")
+table.append(f"| sealrelay, embedded store, forwarded/s | {f0(T_mem)} |")
+table.append(f"| sealrelay on Redis, 1 replica, forwarded/s | {f0(T_r1)} |")
+table.append(f"| sealrelay on Redis, 2 replicas, forwarded/s | {f0(T_r2)} |")
+table.append(f"| sealrelay on Redis, 1 replica, daemon mix (bursts of 100 devices x 3 nodes), req/s | {f0(T_mix)} |")
+table.append(f"| CPU per request, intake alone (server), us | {f1(cpu_intake)} |")
+table.append(f"| CPU per request, Redis alone (redis-server), us | {f1(cpu_redis)} |")
+table.append(f"| CPU per request, HTTP/2 client alone (relay-bench), us | {f1(cpu_h2)} |")
+table.append(f"| CPU per request, sum of the parts, us | {f1(cpu_parts)} |")
+table.append(f"| CPU per forwarded, sealrelay (1 replica on Redis), us | {f1(cpu_relay_r1)} |")
+table.append(f"| CPU per forwarded, redis-server under sealrelay, us | {f1(cpu_redis_r1)} |")
+table.append(f"| CPU per forwarded, sealrelay + Redis, 1 replica / 2 replicas, us | {f1(cpu_r1)} / {f1(cpu_r2)} |")
+table.append(f"| CPU per forwarded, sealrelay embedded store, us (parts: intake + HTTP/2 client = {f1(cpu_mem_vs_parts)}) | {f1(cpu_relay_mem)} |")
+table.append(f"| (mock APNs server CPU per request, not counted on either side), us | {f1(cpu_mock)} |")
+table.append(f"| p99 / p50 latency at half of peak: sealrelay on Redis, ms | {f2(half[0][3]['p99']) if half else 'n/a'} / {f2(half[0][3]['p50']) if half else 'n/a'} |")
+table.append(f"| p99 / p50 latency at the same rate: mock APNs round trip alone, ms | {f2(half[0][5].get('p99', nan)) if half else 'n/a'} / {f2(half[0][5].get('p50', nan)) if half else 'n/a'} |")
+table.append(f"| Redis calls per forwarded request on the request path, 1 replica / 2 replicas | {path_fwd:.4f} / {path_fwd2:.4f} |")
+table.append(f"| Redis EVALSHA / all round trips per forwarded incl. background retry-queue polls ({bg_calls:,} in the run) | {evalsha_fwd:.4f} / {rt_fwd:.4f} |")
+table.append(f"| Redis EVALSHA per request in the daemon mix (coalesced requests included) | {f2(mix_rt_req)} |")
+table.append(f"| Relay peak RSS after {few_n:,} distinct devices, kB | {f0(rss_few)} |")
+table.append(f"| Relay peak RSS after {many_n:,} distinct devices, kB | {f0(rss_many)} |")
+table.append(f"| Redis memory per device, one live alert id ({get('redis-memory', 'keys_added', default=0):,} devices), bytes | {f0(mem_per_dev)} |")
+table.append(f"| Redis used_memory after the {many_n:,}-device run / keys | {f0(many_used)} / {many_keys:,} ({f0(many_used / many_keys) if many_keys else 'n/a'} bytes per key incl. baseline) |")
+
+targets = []
+targets.append(("Throughput on Redis >= 70% of the combined limit", f"{pct(ratio_tp)} ({f0(T_r1)} / {f0(L)})", ratio_tp >= 0.70))
+targets.append(("CPU per forwarded request <= 1.3 x the sum of the parts", f"{f2(ratio_cpu)} x ({f1(cpu_r1)} us / {f1(cpu_parts)} us)", ratio_cpu <= 1.3))
+targets.append(("Latency added over the mock APNs round trip at half of peak, p99 < 2 ms", f"{f2(added_p99)} ms (p50: {f2(added_p50)} ms)", added_p99 < 2.0))
+targets.append(("Exactly one Redis call per forwarded request", f"{path_fwd:.4f} on the request path ({rt_fwd:.4f} with background queue polls)", abs(path_fwd - 1.0) < 0.001))
+targets.append((f"Relay memory flat within 10% from {few_n:,} to {many_n:,} devices", f"{'+' if rss_growth >= 0 else ''}{pct(rss_growth)} ({f0(rss_few)} kB -> {f0(rss_many)} kB)", abs(rss_growth) <= 0.10))
+targets.append(("Redis memory per device with one live alert id < 512 bytes", f"{f0(mem_per_dev)} bytes", mem_per_dev < 512))
+
+tt = ["| Target | Measured | |", "| --- | --- | --- |"]
+for name, val, ok in targets:
+    tt.append(f"| {name} | {val} | {mark(ok)} |")
+
+# Scaling on paper: one million alerts per minute.
+rate = 1_000_000 / 60.0
+util = 0.7
+relay_us = cpu_relay_r1
+redis_us = cpu_redis_r1
+relay_cores = rate * relay_us / 1e6
+replicas = math.ceil(relay_cores / (2 * util)) if relay_us == relay_us else 0
+redis_shard_cap = util * 1e6 / redis_us if redis_us == redis_us and redis_us else nan
+shards = math.ceil(rate / redis_shard_cap) if redis_shard_cap == redis_shard_cap else 0
+r1_per_replica = T_r1
+scaling = f"""One million alerts per minute is {rate:,.0f} envelopes per second (each device of a
+fan-out is one envelope). From the per-request costs measured above (1 replica on Redis):
+
+- **Replicas.** sealrelay spends {f1(relay_us)} us of CPU per forwarded request, so
+  {rate:,.0f}/s needs {relay_cores:.1f} cores of relay. At 2-core replicas run at {int(util * 100)}%
+  that is **{replicas} replicas** (plus one for failure: {replicas + 1}). Measured directly,
+  one replica on this 2-core box, sharing the cores with Redis, the mock APNs and the load
+  generator, forwarded {f0(r1_per_replica)}/s.
+- **Redis.** redis-server spends {f1(redis_us)} us per admission (one EVALSHA, including its
+  network handling), so one single-threaded shard kept at {int(util * 100)}% serves about
+  {f0(redis_shard_cap)} admissions/s: **{shards} shard(s)** of Redis Cluster carry
+  {rate:,.0f}/s ({max(shards, 3)} masters with the usual minimum of three for a Cluster, each with a
+  replica for failover). Device keys carry their own hash tag, so load spreads evenly.
+  Memory: {f0(mem_per_dev)} bytes per active device, so even 10 million devices with a live
+  alert fit in {f1(mem_per_dev * 1e7 / 2**30)} GiB.
+- **APNs.** Each replica multiplexes its pushes over one HTTP/2 connection per environment;
+  Apple allows on the order of 1000 concurrent streams per connection, so at a real round
+  trip of ~100 ms one connection carries ~10 000 pushes/s: {rate:,.0f}/s needs at least
+  {math.ceil(rate / 10000)} connections, which {replicas} replicas provide.
+- **First bottleneck.** Per request, the relay's own CPU ({f1(relay_us)} us) is the largest
+  cost; Redis ({f1(redis_us)} us) scales by shards, the relay by replicas. With the relay's
+  CPU scaled out, the first hard limit is a single Redis shard's main thread at about
+  {f0(redis_shard_cap)} admissions/s, which Cluster removes; after that, APNs's own
+  per-connection stream limit and Apple's throttling of bursts to one device.
+"""
+
+# Plot.
+dat = os.path.join(run_dir, "latency-vs-load.dat")
+with open(dat, "w") as f:
+    f.write("# fraction offered_rps relay_rps relay_p50 relay_p99 relay_p999 apns_rps apns_p50 apns_p99 apns_p999\n")
+    for fr, tr, rr, lr, ar, la in points:
+        f.write(f"{fr} {tr} {rr} {lr['p50']} {lr['p99']} {lr['p999']} {ar} {la.get('p50', nan)} {la.get('p99', nan)} {la.get('p999', nan)}\n")
+png = os.path.join(bench_dir, "latency-vs-load.png")
+shutil.copy(dat, os.path.join(bench_dir, "latency-vs-load.dat"))
+plot_ok = False
+if shutil.which("gnuplot") and points:
+    gp = f"""
+set terminal pngcairo size 900,560 noenhanced
+set output '{png}'
+set title 'Latency versus offered load (open loop), sealrelay on Redis, 1 replica, 2 cores'
+set xlabel 'offered load, requests/s'
+set ylabel 'latency, ms'
+set logscale y
+set grid
+set key top left
+plot '{dat}' using 2:5 with linespoints lw 2 title 'sealrelay p99', \\
+     '{dat}' using 2:4 with linespoints lw 2 title 'sealrelay p50', \\
+     '{dat}' using 2:9 with linespoints lw 2 dt 2 title 'mock APNs alone p99', \\
+     '{dat}' using 2:8 with linespoints lw 2 dt 2 title 'mock APNs alone p50'
+"""
+    r = subprocess.run(["gnuplot"], input=gp, text=True, capture_output=True)
+    if r.returncode != 0 and "pngcairo" in r.stderr:
+        r = subprocess.run(["gnuplot"], input=gp.replace("pngcairo", "png"), text=True, capture_output=True)
+    plot_ok = r.returncode == 0
+    if not plot_ok:
+        print(r.stderr, file=sys.stderr)
+
+curve = ["| Fraction of peak | Offered req/s | sealrelay req/s | p50 ms | p99 ms | p99.9 ms | mock APNs alone p50 ms | p99 ms | p99.9 ms |",
+         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+for fr, tr, rr, lr, ar, la in points:
+    curve.append(f"| {fr} | {f0(tr)} | {f0(rr)} | {f2(lr['p50'])} | {f2(lr['p99'])} | {f2(lr['p999'])} | {f2(la.get('p50', nan))} | {f2(la.get('p99', nan))} | {f2(la.get('p999', nan))} |")
+
+outcomes = []
+for label in ["relay-memory", "relay-redis-1", "relay-redis-1-mix", "relay-redis-2", "rss-few", "rss-many"]:
+    if label in runs:
+        r = runs[label]
+        l = r["latency_ms"]
+        outcomes.append(f"| {label} | {r['requests']:,} | {r['elapsed_s']:.1f} | {f0(r['rps'])} | {f2(l['p50'])} / {f2(l['p90'])} / {f2(l['p99'])} / {f2(l['p999'])} | {', '.join(f'{k}: {v:,}' for k, v in r['outcomes'].items())} |")
+
+machine = open(os.path.join(run_dir, "machine.txt")).read().strip()
+notes_path = os.path.join(bench_dir, "notes.md")
+notes = open(notes_path).read().strip() if os.path.exists(notes_path) else ""
+rel_run = os.path.relpath(run_dir, repo)
+
+md = f"""# Benchmarks
+
+Generated by `scripts/bench.sh` (run `{os.path.basename(run_dir)}`; raw JSON lines in
+`{rel_run}/results.jsonl`, which is not committed). Everything below ran on one machine, in
+one go, with the load generator on the same cores as everything it measures.
+
+## Targets
+
+{chr(10).join(tt)}
+
+## Figures
+
+{chr(10).join(table)}
+
+Definitions. A, B and C are each measured alone with the same generator and concurrency
+({get('part-intake', 'connections', default='?')} connections / in-flight requests): A drives `bench-intake` (hyper HTTP/1.1,
+`sealrelay::envelope::parse`, 202) with the same envelopes as the relay runs; B is
+`relay-bench redis`, EVALSHA of `src/store/admit.lua` with the relay's key layout and
+arguments for a fresh device per call (every call a forward), over 4 pipelined connections
+like the relay's pool; C is `relay-bench apns`, a hyper-util HTTP/2 client configured like
+`src/apns/client.rs` sending the relay's headers and payload to the fast mock APNs (TLS,
+no JWT verification). CPU time is utime+stime from `/proc/<pid>/stat` over the measured
+interval. The parts' CPU sum is intake server + redis-server + HTTP/2 client (the client is
+the relay's side of C; the mock APNs server's CPU is counted on neither side). Throughput of
+sealrelay counts forwarded requests (every request of the distinct-devices mix forwards).
+
+## Latency versus load
+
+![latency versus load](bench/latency-vs-load.png)
+
+Open loop: request i is due at start + i/rate over {get('relay-redis-1', 'connections', default='?')} keep-alive connections; a
+request that leaves more than 2 ms late is timed from when it was due (no coordinated
+omission). "Peak" is the closed-loop throughput of sealrelay on Redis with one replica. The
+mock APNs alone is driven by the HTTP/2 client at the same rates.
+
+{chr(10).join(curve)}
+
+## Runs
+
+| Run | Requests | Seconds | Req/s | Latency ms p50 / p90 / p99 / p99.9 | Outcomes |
+| --- | --- | --- | --- | --- | --- |
+{chr(10).join(outcomes)}
+
+## Scaling on paper
+
+{scaling}
+## Machine
+
+```text
+{machine}
+```
+
+## Commands
+
+```sh
+scripts/bench.sh                                   # everything below, in one go
+BENCH_DURATION=8 BENCH_MANY_DEVICES=1000000 scripts/bench.sh   # the knobs (see the script's header)
+
+# The pieces, by hand (all 127.0.0.1, all bounded):
+target/release/relay-bench mock --state-dir /tmp/apns --port 8443 --max-seconds 600
+target/release/bench-intake --port 8081 --max-seconds 600
+target/release/relay-bench load --url http://127.0.0.1:8081/ --connections 64 --duration 8 --max-requests 400000 --pid intake=<pid>
+target/release/relay-bench redis --redis-url redis://127.0.0.1:6390 --concurrency 64 --duration 8 --max-requests 400000
+target/release/relay-bench apns --url https://127.0.0.1:8443 --ca /tmp/apns/ca.pem --concurrency 64 --duration 8 --max-requests 400000
+target/release/relay-bench load --url http://127.0.0.1:8080/ --connections 64 --duration 8 --max-requests 400000 \\
+    --pid relay=<pid> --redis-url redis://127.0.0.1:6390 [--rate R] [--burst 100 --dup 3 --devices 20000]
+```
+
+The relay runs with `RELAY_IP_RATE_CAPACITY=0` (one generator is one client address),
+`RELAY_RATE_CAPACITY=1000000 RELAY_RATE_REFILL_PER_S=10000` (device buckets never decide),
+`RELAY_LOG_FORMAT=json RUST_LOG=warn`, `APNS_ENVIRONMENT=production`, against the mock's CA
+and a freshly generated auth key.
+
+{notes}
+"""
+with open(md_path, "w") as f:
+    f.write(md)
+
+print("\n".join(tt))
+print()
+print("\n".join(table))
+print()
+print("\n".join(curve))
+if not plot_ok:
+    print("bench: the plot was not made (gnuplot missing or failed)", file=sys.stderr)

@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# One command, one run: measures sealrelay against the limits of its own parts on this
+# machine and writes BENCHMARKS.md and bench/latency-vs-load.png.
+#
+#   scripts/bench.sh
+#
+# Everything runs on 127.0.0.1: a redis-server on a free port, the fast mock APNs
+# (relay-bench mock), bench-intake, and sealrelay replicas, all started and stopped here.
+# Every load run is bounded by a duration AND a request count and stops by itself.
+#
+# Knobs (environment):
+#   BENCH_DURATION=8          seconds of each closed-loop measurement
+#   BENCH_MAX_REQUESTS=400000 request cap of each measurement
+#   BENCH_CONNECTIONS=64      keep-alive connections / streams in flight
+#   BENCH_CURVE_DURATION=5    seconds of each open-loop point of the latency curve
+#   BENCH_CURVE_POINTS="0.1 0.25 0.5 0.75 0.9"   fractions of peak for the curve
+#   BENCH_FEW_DEVICES=10000   first RSS point (distinct devices)
+#   BENCH_MANY_DEVICES=1000000  second RSS point (distinct devices, run at full speed)
+#   BENCH_MANY_MAX_S=400      time cap of the many-devices phase
+#   BENCH_MEM_DEVICES=50000   devices for Redis memory per device
+#   BENCH_SKIP_BUILD=1        reuse target/release as is
+#   BENCH_OUT=bench/results   where raw results go (a timestamped directory)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+DURATION=${BENCH_DURATION:-8}
+MAXREQ=${BENCH_MAX_REQUESTS:-400000}
+CONNS=${BENCH_CONNECTIONS:-64}
+CURVE_DURATION=${BENCH_CURVE_DURATION:-5}
+CURVE_POINTS=${BENCH_CURVE_POINTS:-0.1 0.25 0.5 0.75 0.9}
+FEW=${BENCH_FEW_DEVICES:-10000}
+MANY=${BENCH_MANY_DEVICES:-1000000}
+MANY_MAX_S=${BENCH_MANY_MAX_S:-400}
+MEMDEV=${BENCH_MEM_DEVICES:-50000}
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+out=${BENCH_OUT:-bench/results}/$stamp
+mkdir -p "$out"; out=$(cd "$out" && pwd)
+results=$out/results.jsonl
+: >"$results"
+log() { echo "bench: $*" >&2; }
+
+# --- prerequisites -------------------------------------------------------------------
+need_apt=()
+command -v redis-server >/dev/null || need_apt+=(redis-server)
+command -v gnuplot >/dev/null || need_apt+=(gnuplot-nox)
+command -v curl >/dev/null || need_apt+=(curl)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "installing ${need_apt[*]}"
+  SUDO=; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+if [ -z "${BENCH_SKIP_BUILD:-}" ]; then
+  log "building (release)"
+  cargo build --release --bins
+fi
+bin=$root/target/release
+for b in sealrelay relay-bench bench-intake; do
+  [ -x "$bin/$b" ] || { log "missing $bin/$b"; exit 1; }
+done
+
+# --- process bookkeeping: everything started here is stopped here ----------------------
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  sleep 0.3
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT INT TERM
+stop() { # pid: stop one process we started and wait for it
+  kill "$1" 2>/dev/null || true
+  for _ in $(seq 1 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+  kill -9 "$1" 2>/dev/null || true
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_url() { # url
+  for _ in $(seq 1 200); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.05; done
+  log "$1 did not come up"; return 1
+}
+wait_port() { # port
+  for _ in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done
+  log "port $1 did not open"; return 1
+}
+RB=$bin/relay-bench
+
+# --- shared services: Redis and the fast mock APNs -------------------------------------
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
+  --dir "$out" --logfile "$out/redis.log" &
+redis_pid=$!; pids+=("$redis_pid")
+REDIS=redis://127.0.0.1:$redis_port
+wait_port "$redis_port"
+flush() { redis-cli -p "$redis_port" FLUSHALL >/dev/null; }
+
+apns_port=$(free_port)
+"$RB" mock --state-dir "$out/apns" --port "$apns_port" --max-seconds 3600 >"$out/mock.out" 2>"$out/mock.log" &
+mock_pid=$!; pids+=("$mock_pid")
+wait_port "$apns_port"
+APNS=https://127.0.0.1:$apns_port
+
+start_relay() { # name [redis-url] -> sets relay_pid, relay_url
+  local name=$1 redis=${2:-} port aport
+  port=$(free_port); aport=$(free_port)
+  env -i PATH="$PATH" HOME="${HOME:-/tmp}" \
+    RELAY_LISTEN=127.0.0.1:$port RELAY_ADMIN_LISTEN=127.0.0.1:$aport \
+    ${redis:+REDIS_URL=$redis} \
+    RELAY_REPLICA_NAME="$name" RELAY_LOG_FORMAT=json RUST_LOG=warn \
+    RELAY_IP_RATE_CAPACITY=0 RELAY_RATE_CAPACITY=1000000 RELAY_RATE_REFILL_PER_S=10000 \
+    RELAY_SHUTDOWN_DELAY_S=0 RELAY_SHUTDOWN_GRACE_S=2 \
+    APNS_TEAM_ID=TEAM123456 APNS_KEY_ID=KEY1234567 APNS_TOPIC=com.example.cronstable \
+    APNS_AUTH_KEY_FILE="$out/apns/AuthKey.p8" APNS_CA_FILE="$out/apns/ca.pem" \
+    APNS_ENVIRONMENT=production APNS_PRODUCTION_URL="$APNS" APNS_SANDBOX_URL="$APNS" \
+    "$bin/sealrelay" >"$out/relay-$name.log" 2>&1 &
+  relay_pid=$!; pids+=("$relay_pid")
+  relay_url=http://127.0.0.1:$port/
+  wait_url "http://127.0.0.1:$aport/readyz"
+}
+
+# A short unrecorded warm-up (connections, TLS to the mock, script load).
+warm() { "$RB" load "$@" --duration 1 --max-requests 2000 --label warmup >/dev/null 2>&1 || true; }
+
+# --- (a) the parts alone ------------------------------------------------------------------
+log "part A: HTTP intake that parses the envelope (bench-intake)"
+intake_port=$(free_port)
+"$bin/bench-intake" --port "$intake_port" --max-seconds 600 >/dev/null &
+intake_pid=$!; pids+=("$intake_pid")
+wait_port "$intake_port"
+warm --url "http://127.0.0.1:$intake_port/" --connections "$CONNS"
+"$RB" load --url "http://127.0.0.1:$intake_port/" --connections "$CONNS" \
+  --duration "$DURATION" --max-requests "$MAXREQ" --pid "intake=$intake_pid" \
+  --label part-intake --out "$results" >/dev/null
+stop "$intake_pid"
+
+log "part B: Redis running admit.lua via EVALSHA"
+flush
+"$RB" redis --redis-url "$REDIS" --concurrency "$CONNS" --duration "$DURATION" \
+  --max-requests "$MAXREQ" --label part-redis --out "$results" >/dev/null
+flush
+
+log "part C: mock APNs over HTTP/2 (relay-bench as the relay's client)"
+"$RB" apns --url "$APNS" --ca "$out/apns/ca.pem" --concurrency "$CONNS" --duration "$DURATION" \
+  --max-requests "$MAXREQ" --pid "mock=$mock_pid" --label part-apns --out "$results" >/dev/null
+
+# --- (b) sealrelay on the embedded store -------------------------------------------------
+log "sealrelay, embedded store"
+start_relay mem
+warm --url "$relay_url" --connections "$CONNS"
+"$RB" load --url "$relay_url" --connections "$CONNS" --duration "$DURATION" \
+  --max-requests "$MAXREQ" --pid "relay=$relay_pid" --pid "mock=$mock_pid" \
+  --label relay-memory --out "$results" >/dev/null
+stop "$relay_pid"
+
+# --- (c) sealrelay on Redis, one replica, then two ----------------------------------------
+log "sealrelay on Redis, one replica"
+flush
+start_relay r1 "$REDIS"; r1_pid=$relay_pid; r1_url=$relay_url
+warm --url "$r1_url" --connections "$CONNS"
+"$RB" load --url "$r1_url" --connections "$CONNS" --duration "$DURATION" \
+  --max-requests "$MAXREQ" --pid "relay=$r1_pid" --pid "mock=$mock_pid" --redis-url "$REDIS" \
+  --label relay-redis-1 --out "$results" >/dev/null
+
+log "sealrelay on Redis, one replica, daemon-shaped mix (bursts of 100 devices, 3 cluster nodes)"
+"$RB" load --url "$r1_url" --connections "$CONNS" --duration "$DURATION" \
+  --max-requests "$MAXREQ" --burst 100 --dup 3 --devices 20000 \
+  --pid "relay=$r1_pid" --pid "mock=$mock_pid" --redis-url "$REDIS" \
+  --label relay-redis-1-mix --out "$results" >/dev/null
+
+log "latency versus load (open loop), sealrelay on Redis and the mock APNs alone"
+peak=$(python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r=json.loads(l)
+    if r["label"]=="relay-redis-1": print(r["rps"])' "$results")
+for f in $CURVE_POINTS; do
+  rate=$(python3 -c "print(round($peak*$f))")
+  [ "$rate" -lt 1 ] && rate=1
+  n=$(python3 -c "print(int($rate*$CURVE_DURATION*1.05)+10)")
+  "$RB" load --url "$r1_url" --connections "$CONNS" --rate "$rate" --duration "$CURVE_DURATION" \
+    --max-requests "$n" --pid "relay=$r1_pid" --redis-url "$REDIS" \
+    --label "curve-relay-$f" --out "$results" >/dev/null
+  "$RB" apns --url "$APNS" --ca "$out/apns/ca.pem" --concurrency "$CONNS" --rate "$rate" \
+    --duration "$CURVE_DURATION" --max-requests "$n" --label "curve-apns-$f" --out "$results" >/dev/null
+done
+
+log "sealrelay on Redis, two replicas"
+start_relay r2 "$REDIS"; r2_pid=$relay_pid; r2_url=$relay_url
+warm --url "$r2_url" --connections "$CONNS"
+"$RB" load --url "$r1_url" --url "$r2_url" --connections "$CONNS" --duration "$DURATION" \
+  --max-requests "$MAXREQ" --pid "relay=$r1_pid" --pid "relay2=$r2_pid" --pid "mock=$mock_pid" \
+  --redis-url "$REDIS" --label relay-redis-2 --out "$results" >/dev/null
+stop "$r1_pid"; stop "$r2_pid"
+
+# --- memory: relay RSS from FEW to MANY devices, Redis bytes per device -------------------
+log "relay RSS at $FEW then $MANY distinct devices on Redis (fresh replica)"
+flush
+start_relay rss "$REDIS"
+"$RB" load --url "$relay_url" --connections "$CONNS" --duration 120 --max-requests "$FEW" \
+  --pid "relay=$relay_pid" --redis-url "$REDIS" --salt 1 \
+  --label "rss-few" --out "$results" >/dev/null
+"$RB" load --url "$relay_url" --connections "$CONNS" --duration "$MANY_MAX_S" \
+  --max-requests "$((MANY - FEW))" --pid "relay=$relay_pid" --redis-url "$REDIS" --salt 2 \
+  --label "rss-many" --out "$results" >/dev/null
+redis-cli -p "$redis_port" DBSIZE >"$out/dbsize-many.txt"
+stop "$relay_pid"
+
+log "Redis memory per device with one live alert id"
+flush
+"$RB" redis --redis-url "$REDIS" --concurrency "$CONNS" --duration 120 --max-requests "$MEMDEV" \
+  --memory --label redis-memory --out "$results" >/dev/null
+flush
+
+stop "$mock_pid"; stop "$redis_pid"
+
+# --- machine facts, report, plot -----------------------------------------------------------
+{
+  echo "## nproc"; nproc
+  echo "## lscpu"; lscpu | grep -E '^(Model name|Architecture|CPU\(s\)|Thread|Core|Socket|CPU max MHz|CPU MHz|L2|L3|Hypervisor)' || true
+  echo "## free -m"; free -m
+  echo "## kernel"; uname -sr
+  echo "## redis"; redis-server --version
+  echo "## rustc"; rustc --version
+  echo "## git"; git rev-parse --short HEAD 2>/dev/null || true; git status --short src | head -5 || true
+} >"$out/machine.txt" 2>&1
+python3 bench/report.py "$out" BENCHMARKS.md
+log "raw results: $out; report: BENCHMARKS.md"
