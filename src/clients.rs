@@ -145,13 +145,8 @@ impl ClientLimiter {
         let key = group(client);
         let now_us = now_ms * 1000;
         let mut map = self.shard(&key).lock().unwrap_or_else(|p| p.into_inner());
-        let tat = map.get(&key).copied().unwrap_or(now_us).max(now_us);
-        let tolerance = self.emission_us * (self.capacity - 1);
-        if tat - now_us > tolerance {
-            let wait = tat - now_us - tolerance;
-            return Err(((wait + 999_999) / 1_000_000).max(1) as u64);
-        }
-        let tat = tat + self.emission_us;
+        let stored = map.get(&key).copied().unwrap_or(now_us);
+        let tat = crate::policy::gcra_take(stored, now_us, self.emission_us, self.capacity)?;
         map.insert(key, tat);
         Ok(tat - now_us > self.emission_us * (self.capacity / 4))
     }

@@ -255,6 +255,20 @@ impl Decision {
     }
 }
 
+/// Takes one token from a GCRA bucket (a token bucket kept as its theoretical arrival time
+/// `tat_us`): the new arrival time, or `Err` with the whole seconds (at least 1) until a
+/// token is back. A stored `tat_us` behind `now_us` counts as a full bucket; one ahead of it
+/// (a lagging clock) is never moved back.
+pub fn gcra_take(tat_us: i64, now_us: i64, emission_us: i64, capacity: i64) -> Result<i64, u64> {
+    let tat = tat_us.max(now_us);
+    let tolerance = emission_us * (capacity - 1);
+    if tat - now_us > tolerance {
+        let wait_us = tat - now_us - tolerance;
+        return Err(((wait_us + 999_999) / 1_000_000).max(1) as u64);
+    }
+    Ok(tat + emission_us)
+}
+
 /// Decides one envelope for a device and records what the decision changes.
 pub fn admit(
     state: &mut DeviceState,
@@ -295,15 +309,15 @@ pub fn admit(
     };
 
     // 3. Rate limit: GCRA, a token bucket as one instant.
-    let now_us = now_ms * 1000;
-    let tat = state.bucket_tat_us.max(now_us);
-    let tolerance = p.emission_us * (i64::from(p.rate_capacity) - 1);
-    if tat - now_us > tolerance {
-        let wait_us = tat - now_us - tolerance;
-        let retry_after_s = ((wait_us + 999_999) / 1_000_000).max(1) as u64;
-        return Decision::RateLimited { retry_after_s };
+    match gcra_take(
+        state.bucket_tat_us,
+        now_ms * 1000,
+        p.emission_us,
+        i64::from(p.rate_capacity),
+    ) {
+        Ok(tat) => state.bucket_tat_us = tat,
+        Err(retry_after_s) => return Decision::RateLimited { retry_after_s },
     }
-    state.bucket_tat_us = tat + p.emission_us;
 
     // Record the forward.
     let last = state

@@ -160,12 +160,23 @@ impl RedisStore {
 
     /// The device's key.
     pub fn key(&self, device: &DeviceToken) -> String {
-        format!("{}{{{}}}", self.prefix, device.store_key())
+        self.key_for(&device.store_key())
     }
 
     /// The device's tombstone key (same hash tag as its state).
     pub fn dead_key(&self, device: &DeviceToken) -> String {
         format!("{}{{{}}}:dead", self.prefix, device.store_key())
+    }
+
+    /// Both keys the admission touches, hashing the token once.
+    fn admit_keys(&self, device: &DeviceToken) -> Vec<String> {
+        let state = self.key_for(&device.store_key());
+        let dead = format!("{state}:dead");
+        vec![state, dead]
+    }
+
+    fn key_for(&self, store_key: &str) -> String {
+        format!("{}{{{store_key}}}", self.prefix)
     }
 
     fn ttl_ms(&self) -> i64 {
@@ -198,11 +209,7 @@ impl RedisStore {
         ];
         let reply: Vec<Value> = self
             .admit
-            .evalsha_with_reload(
-                self.pool.next(),
-                vec![self.key(device), self.dead_key(device)],
-                args,
-            )
+            .evalsha_with_reload(self.pool.next(), self.admit_keys(device), args)
             .await
             .map_err(err)?;
         parse_admission(&reply)
