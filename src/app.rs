@@ -19,6 +19,8 @@ use crate::store::{redis::RedisStore, Store};
 
 /// How often the in-process store forgets idle devices.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
+/// How often the metrics recorder folds recorded histogram samples into its buckets.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// A relay serving in this process.
 pub struct Running {
@@ -122,16 +124,24 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         relay.config().header_timeout,
         stop_rx.clone(),
     );
-    let admin_srv = axum::serve(admin, admin_router(relay.clone(), health.clone(), metrics))
-        .with_graceful_shutdown(wait_for(stop_rx.clone()));
+    let admin_srv = axum::serve(
+        admin,
+        admin_router(relay.clone(), health.clone(), metrics.clone()),
+    )
+    .with_graceful_shutdown(wait_for(stop_rx.clone()));
     let sweeper = {
         let relay = relay.clone();
+        let metrics = metrics.clone();
         let mut stop_rx = stop_rx.clone();
         async move {
             let mut tick = tokio::time::interval(SWEEP_EVERY);
+            let mut upkeep = tokio::time::interval(UPKEEP_EVERY);
             loop {
                 tokio::select! {
                     _ = tick.tick() => relay.sweep(),
+                    // Histogram samples pile up in the recorder until something drains
+                    // them; without this they grow with every request between scrapes.
+                    _ = upkeep.tick() => metrics.run_upkeep(),
                     _ = stop_rx.changed() => break,
                 }
             }

@@ -10,9 +10,10 @@
 //!
 //! Parsing is pure: no I/O, no clock, no allocation beyond the owned output.
 
+use std::borrow::Cow;
 use std::fmt;
 
-use serde_json::{Map, Value};
+use serde::de::{self, Deserialize, Deserializer, Visitor};
 
 /// The largest request body the relay reads, in bytes (declared or actual).
 pub const MAX_BODY_BYTES: usize = 8192;
@@ -192,6 +193,18 @@ impl Envelope {
     }
 }
 
+/// Bytes of the standard base64 alphabet (without `=`).
+const BASE64_STD: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let c = i as u8;
+        t[i] = c.is_ascii_alphanumeric() || c == b'+' || c == b'/';
+        i += 1;
+    }
+    t
+};
+
 fn is_base64_std_padded(s: &str) -> bool {
     let b = s.as_bytes();
     if b.is_empty() || b.len() % 4 != 0 {
@@ -203,7 +216,7 @@ fn is_base64_std_padded(s: &str) -> bool {
     }
     b[..b.len() - pad]
         .iter()
-        .all(|&c| c.is_ascii_alphanumeric() || c == b'+' || c == b'/')
+        .fold(true, |ok, &c| ok & BASE64_STD[c as usize])
 }
 
 fn is_suite(s: &str) -> bool {
@@ -217,31 +230,149 @@ fn is_suite(s: &str) -> bool {
 /// Parses and validates one request body.
 ///
 /// `max_ciphertext_chars` is the configured cap (`RELAY_MAX_CIPHERTEXT_CHARS`).
+///
+/// The body is read in one pass into the handful of fields the envelope uses, borrowing
+/// strings from the body where JSON escapes allow; no tree of the whole document is built.
+/// Every value is still parsed in full, unknown fields included, so a body is refused as
+/// "not a JSON object" exactly when `serde_json::Value` would refuse it; a field that
+/// appears twice takes its last value.
 pub fn parse(body: &[u8], max_ciphertext_chars: usize) -> Result<Envelope, EnvelopeError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|_| EnvelopeError::new("body is not a JSON object"))?;
-    let Value::Object(map) = value else {
-        return Err(EnvelopeError::new("body is not a JSON object"));
-    };
-    from_map(&map, max_ciphertext_chars)
+    let not_object = || EnvelopeError::new("body is not a JSON object");
+    let text = std::str::from_utf8(body).map_err(|_| not_object())?;
+    let fields: Fields<'_> = serde_json::from_str(text).map_err(|_| not_object())?;
+    validate(&fields, max_ciphertext_chars)
 }
 
-fn string_field<'a>(map: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
-    map.get(name).and_then(Value::as_str)
+/// One JSON value as the envelope rules see it, borrowed from the body when unescaped.
+#[derive(Debug, PartialEq)]
+enum Raw<'a> {
+    Null,
+    Bool(bool),
+    Num(f64),
+    Str(Cow<'a, str>),
+    /// An array or an object (parsed in full, contents dropped).
+    Nested,
 }
 
-fn from_map(map: &Map<String, Value>, max_chars: usize) -> Result<Envelope, EnvelopeError> {
-    if map.get("v").and_then(Value::as_f64) != Some(1.0) {
+impl<'a> Raw<'a> {
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Raw::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Raw<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Raw<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Raw<'de>, E> {
+                Ok(Raw::Null)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Raw<'de>, E> {
+                Ok(Raw::Null)
+            }
+            fn visit_bool<E: de::Error>(self, b: bool) -> Result<Raw<'de>, E> {
+                Ok(Raw::Bool(b))
+            }
+            // As `serde_json::Value::as_f64` reads any number.
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Raw<'de>, E> {
+                Ok(Raw::Num(n as f64))
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Raw<'de>, E> {
+                Ok(Raw::Num(n as f64))
+            }
+            fn visit_f64<E: de::Error>(self, n: f64) -> Result<Raw<'de>, E> {
+                Ok(Raw::Num(n))
+            }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Raw<'de>, E> {
+                Ok(Raw::Str(Cow::Borrowed(s)))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Raw<'de>, E> {
+                Ok(Raw::Str(Cow::Owned(s.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, s: String) -> Result<Raw<'de>, E> {
+                Ok(Raw::Str(Cow::Owned(s)))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Raw<'de>, A::Error> {
+                while seq.next_element::<Raw<'de>>()?.is_some() {}
+                Ok(Raw::Nested)
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Raw<'de>, A::Error> {
+                while map.next_entry::<Raw<'de>, Raw<'de>>()?.is_some() {}
+                Ok(Raw::Nested)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The top-level fields the envelope reads; `None` when absent.
+#[derive(Default)]
+struct Fields<'a> {
+    v: Option<Raw<'a>>,
+    device: Option<Raw<'a>>,
+    suite: Option<Raw<'a>>,
+    ciphertext: Option<Raw<'a>>,
+    collapse_id: Option<Raw<'a>>,
+    flap_id: Option<Raw<'a>>,
+    priority: Option<Raw<'a>>,
+    event: Option<Raw<'a>>,
+}
+
+impl<'de> Deserialize<'de> for Fields<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Fields<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Fields<'de>, A::Error> {
+                let mut f = Fields::default();
+                while let Some(key) = map.next_key::<Raw<'de>>()? {
+                    let value: Raw<'de> = map.next_value()?;
+                    let slot = match key.as_str() {
+                        Some("v") => &mut f.v,
+                        Some("device") => &mut f.device,
+                        Some("suite") => &mut f.suite,
+                        Some("ciphertext") => &mut f.ciphertext,
+                        Some("collapseId") => &mut f.collapse_id,
+                        Some("flapId") => &mut f.flap_id,
+                        Some("priority") => &mut f.priority,
+                        Some("event") => &mut f.event,
+                        _ => continue,
+                    };
+                    *slot = Some(value);
+                }
+                Ok(f)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+fn str_of<'f>(raw: &'f Option<Raw<'_>>) -> Option<&'f str> {
+    raw.as_ref().and_then(Raw::as_str)
+}
+
+fn validate(f: &Fields<'_>, max_chars: usize) -> Result<Envelope, EnvelopeError> {
+    if !matches!(f.v, Some(Raw::Num(n)) if n == 1.0) {
         return Err(EnvelopeError::new("v must be 1"));
     }
 
-    let device = string_field(map, "device")
+    let device = str_of(&f.device)
         .and_then(DeviceToken::parse)
         .ok_or_else(|| EnvelopeError::new("device must be 16 to 512 hex characters"))?;
 
-    let suite = match map.get("suite") {
-        None | Some(Value::Null) => DEFAULT_SUITE.to_owned(),
-        Some(Value::String(s)) if is_suite(s) => s.clone(),
+    let suite = match &f.suite {
+        None | Some(Raw::Null) => DEFAULT_SUITE,
+        Some(Raw::Str(s)) if is_suite(s) => s.as_ref(),
         Some(_) => {
             return Err(EnvelopeError::new(
                 "suite must be 1 to 16 of [a-z0-9-] starting with a letter or digit",
@@ -249,7 +380,7 @@ fn from_map(map: &Map<String, Value>, max_chars: usize) -> Result<Envelope, Enve
         }
     };
 
-    let ciphertext = match string_field(map, "ciphertext") {
+    let ciphertext = match str_of(&f.ciphertext) {
         Some(c) if !c.is_empty() => c,
         _ => {
             return Err(EnvelopeError::new(
@@ -278,13 +409,13 @@ fn from_map(map: &Map<String, Value>, max_chars: usize) -> Result<Envelope, Enve
         )));
     }
 
-    let collapse_id = string_field(map, "collapseId")
+    let collapse_id = str_of(&f.collapse_id)
         .and_then(Id32::parse)
         .ok_or_else(|| EnvelopeError::new("collapseId must be 32 lowercase hex characters"))?;
 
-    let flap_id = match map.get("flapId") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if is_id32(s) => Some(Id32(s.clone())),
+    let flap_id = match &f.flap_id {
+        None | Some(Raw::Null) => None,
+        Some(Raw::Str(s)) if is_id32(s) => Some(Id32(s.as_ref().to_owned())),
         Some(_) => {
             return Err(EnvelopeError::new(
                 "flapId must be 32 lowercase hex characters",
@@ -292,7 +423,7 @@ fn from_map(map: &Map<String, Value>, max_chars: usize) -> Result<Envelope, Enve
         }
     };
 
-    let priority = match string_field(map, "priority") {
+    let priority = match str_of(&f.priority) {
         Some("time-sensitive") => Priority::TimeSensitive,
         Some("passive") => Priority::Passive,
         _ => {
@@ -302,14 +433,14 @@ fn from_map(map: &Map<String, Value>, max_chars: usize) -> Result<Envelope, Enve
         }
     };
 
-    let event = map
-        .get("event")
-        .and_then(Value::as_bool)
-        .ok_or_else(|| EnvelopeError::new("event must be a boolean"))?;
+    let event = match f.event {
+        Some(Raw::Bool(b)) => b,
+        _ => return Err(EnvelopeError::new("event must be a boolean")),
+    };
 
     Ok(Envelope {
         device,
-        suite,
+        suite: suite.to_owned(),
         ciphertext: ciphertext.to_owned(),
         collapse_id,
         flap_id,
@@ -321,9 +452,122 @@ fn from_map(map: &Map<String, Value>, max_chars: usize) -> Result<Envelope, Enve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     const CAP: usize = DEFAULT_MAX_CIPHERTEXT_CHARS;
+
+    /// The parser before the single-pass one, kept as the reference it must agree with:
+    /// the whole body into a `serde_json::Value`, then the rules on the map.
+    mod reference {
+        use super::super::*;
+        use serde_json::{Map, Value};
+
+        pub(super) fn parse_via_value(
+            body: &[u8],
+            max_ciphertext_chars: usize,
+        ) -> Result<Envelope, EnvelopeError> {
+            let value: Value = serde_json::from_slice(body)
+                .map_err(|_| EnvelopeError::new("body is not a JSON object"))?;
+            let Value::Object(map) = value else {
+                return Err(EnvelopeError::new("body is not a JSON object"));
+            };
+            from_map(&map, max_ciphertext_chars)
+        }
+
+        fn string_field<'a>(map: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
+            map.get(name).and_then(Value::as_str)
+        }
+
+        fn from_map(map: &Map<String, Value>, max_chars: usize) -> Result<Envelope, EnvelopeError> {
+            if map.get("v").and_then(Value::as_f64) != Some(1.0) {
+                return Err(EnvelopeError::new("v must be 1"));
+            }
+
+            let device = string_field(map, "device")
+                .and_then(DeviceToken::parse)
+                .ok_or_else(|| EnvelopeError::new("device must be 16 to 512 hex characters"))?;
+
+            let suite = match map.get("suite") {
+                None | Some(Value::Null) => DEFAULT_SUITE.to_owned(),
+                Some(Value::String(s)) if is_suite(s) => s.clone(),
+                Some(_) => {
+                    return Err(EnvelopeError::new(
+                        "suite must be 1 to 16 of [a-z0-9-] starting with a letter or digit",
+                    ))
+                }
+            };
+
+            let ciphertext = match string_field(map, "ciphertext") {
+                Some(c) if !c.is_empty() => c,
+                _ => {
+                    return Err(EnvelopeError::new(
+                        "ciphertext must be a non-empty base64 string",
+                    ))
+                }
+            };
+            if ciphertext.len() > max_chars {
+                return Err(EnvelopeError::new(format!(
+                    "ciphertext exceeds {max_chars} characters"
+                )));
+            }
+            if !is_base64_std_padded(ciphertext) {
+                return Err(EnvelopeError::new(
+                    "ciphertext must be standard base64 with padding",
+                ));
+            }
+            let min = if suite == "xwing" {
+                MIN_CIPHERTEXT_CHARS_XWING
+            } else {
+                MIN_CIPHERTEXT_CHARS
+            };
+            if ciphertext.len() < min {
+                return Err(EnvelopeError::new(format!(
+                    "ciphertext is shorter than {min} characters"
+                )));
+            }
+
+            let collapse_id = string_field(map, "collapseId")
+                .and_then(Id32::parse)
+                .ok_or_else(|| {
+                    EnvelopeError::new("collapseId must be 32 lowercase hex characters")
+                })?;
+
+            let flap_id = match map.get("flapId") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) if is_id32(s) => Some(Id32(s.clone())),
+                Some(_) => {
+                    return Err(EnvelopeError::new(
+                        "flapId must be 32 lowercase hex characters",
+                    ))
+                }
+            };
+
+            let priority = match string_field(map, "priority") {
+                Some("time-sensitive") => Priority::TimeSensitive,
+                Some("passive") => Priority::Passive,
+                _ => {
+                    return Err(EnvelopeError::new(
+                        "priority must be time-sensitive or passive",
+                    ))
+                }
+            };
+
+            let event = map
+                .get("event")
+                .and_then(Value::as_bool)
+                .ok_or_else(|| EnvelopeError::new("event must be a boolean"))?;
+
+            Ok(Envelope {
+                device,
+                suite,
+                ciphertext: ciphertext.to_owned(),
+                collapse_id,
+                flap_id,
+                priority,
+                event,
+            })
+        }
+    }
 
     fn good() -> Value {
         json!({
@@ -528,6 +772,143 @@ mod tests {
     mod props {
         use super::*;
         use proptest::prelude::*;
+
+        fn same(body: &[u8]) -> Result<(), TestCaseError> {
+            let new = parse(body, CAP);
+            let old = reference::parse_via_value(body, CAP);
+            match (&new, &old) {
+                (Ok(a), Ok(b)) => {
+                    prop_assert_eq!(a.device.expose(), b.device.expose());
+                    prop_assert_eq!(&a.suite, &b.suite);
+                    prop_assert_eq!(&a.ciphertext, &b.ciphertext);
+                    prop_assert_eq!(a.collapse_id.as_str(), b.collapse_id.as_str());
+                    prop_assert_eq!(
+                        a.flap_id.as_ref().map(Id32::as_str),
+                        b.flap_id.as_ref().map(Id32::as_str)
+                    );
+                    prop_assert_eq!(a.priority, b.priority);
+                    prop_assert_eq!(a.event, b.event);
+                }
+                (Err(a), Err(b)) => prop_assert_eq!(a.message(), b.message()),
+                _ => prop_assert!(
+                    false,
+                    "parsers disagree on {:?}: {:?} vs {:?}",
+                    String::from_utf8_lossy(body),
+                    new.as_ref().map(|e| e.ciphertext.len()),
+                    old.as_ref().map(|e| e.ciphertext.len())
+                ),
+            }
+            Ok(())
+        }
+
+        /// JSON text for one value, including forms a generator of `Value`s never writes:
+        /// escapes, odd number spellings, lone surrogates, raw control characters.
+        fn json_value() -> impl Strategy<Value = String> {
+            let leaf = prop_oneof![
+                Just("1".to_owned()),
+                Just("1.0".to_owned()),
+                Just("1e0".to_owned()),
+                Just("10e-1".to_owned()),
+                Just("-0".to_owned()),
+                Just("1.0000000000000001".to_owned()),
+                Just("1e400".to_owned()),
+                Just("01".to_owned()),
+                Just("null".to_owned()),
+                Just("true".to_owned()),
+                Just("false".to_owned()),
+                any::<i64>().prop_map(|n| n.to_string()),
+                Just("\"time-sensitive\"".to_owned()),
+                Just("\"passive\"".to_owned()),
+                Just("\"x25519\"".to_owned()),
+                Just("\"xwing\"".to_owned()),
+                Just("\"\\u0070assive\"".to_owned()),
+                Just("\"\\ud800\"".to_owned()),
+                Just("\"\\ud83d\\ude00\"".to_owned()),
+                Just("\"a\u{1}b\"".to_owned()),
+                Just("\"\\x\"".to_owned()),
+                Just(format!("\"{}\"", "a".repeat(32))),
+                Just(format!("\"{}\"", "AbC0".repeat(20))),
+                Just(format!("\"{}==\"", "A".repeat(70))),
+                Just(format!("\"{}\\/\"", "A".repeat(71))),
+                "\"[ -~]{0,40}\"".prop_filter("no bare quote or backslash", |s| {
+                    !s[1..s.len() - 1].contains(['"', '\\'])
+                }),
+            ];
+            leaf.prop_recursive(3, 16, 4, |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..4)
+                        .prop_map(|v| format!("[{}]", v.join(","))),
+                    proptest::collection::vec(inner, 0..3).prop_map(|v| {
+                        let parts: Vec<String> = v
+                            .iter()
+                            .enumerate()
+                            .map(|(i, x)| format!("\"k{i}\":{x}"))
+                            .collect();
+                        format!("{{{}}}", parts.join(","))
+                    }),
+                ]
+            })
+        }
+
+        fn json_key() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just("v"),
+                Just("device"),
+                Just("suite"),
+                Just("ciphertext"),
+                Just("collapseId"),
+                Just("flapId"),
+                Just("priority"),
+                Just("event"),
+                Just("\\u0076"),
+                Just("devic\\u0065"),
+                Just("other"),
+                Just("V"),
+            ]
+            .prop_map(|k| format!("\"{k}\""))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            /// Objects of arbitrary fields (duplicates, escaped keys, nested values).
+            #[test]
+            fn agrees_with_the_value_parser_on_arbitrary_objects(
+                fields in proptest::collection::vec((json_key(), json_value()), 0..12),
+                ws in "[ \t\n]{0,2}",
+                tail in prop_oneof![Just(""), Just(" "), Just(","), Just("}"), Just("x")],
+            ) {
+                let parts: Vec<String> = fields.iter().map(|(k, v)| format!("{k}{ws}:{ws}{v}")).collect();
+                let body = format!("{ws}{{{}}}{tail}", parts.join(","));
+                same(body.as_bytes())?;
+            }
+
+            /// A valid envelope with extra fields, then one byte changed, dropped or added.
+            #[test]
+            fn agrees_with_the_value_parser_on_mutated_envelopes(
+                extra in proptest::collection::vec((json_key(), json_value()), 0..3),
+                at in any::<prop::sample::Index>(),
+                op in 0u8..4,
+                byte in any::<u8>(),
+            ) {
+                let mut v = good();
+                let mut body = serde_json::to_string(&v.take()).unwrap();
+                body.pop();
+                for (k, x) in &extra {
+                    body.push_str(&format!(",{k}:{x}"));
+                }
+                body.push('}');
+                let mut bytes = body.into_bytes();
+                let i = at.index(bytes.len());
+                match op {
+                    0 => bytes[i] = byte,
+                    1 => { bytes.remove(i); }
+                    2 => bytes.insert(i, byte),
+                    _ => {}
+                }
+                same(&bytes)?;
+            }
+        }
 
         proptest! {
             #[test]

@@ -6,6 +6,12 @@ use std::process::ExitCode;
 use clap::{Arg, ArgAction, Command};
 use sealrelay::config::{Config, VARS};
 
+/// mimalloc: per-thread free lists without glibc's arena lock, which the runtime's worker
+/// threads contended on (a request is often freed on another thread than allocated it),
+/// and freed pages go back to the OS.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn cli() -> Command {
     let mut cmd = Command::new("sealrelay")
         .version(env!("CARGO_PKG_VERSION"))

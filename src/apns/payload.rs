@@ -6,51 +6,40 @@
 //! with `sound` only for time-sensitive alerts. The stub title and body are shown only if
 //! the extension never runs.
 
-use serde::Serialize;
-
 use crate::envelope::{Envelope, Priority};
 
 /// Apple's limit on a notification body.
 pub const APNS_MAX_BODY_BYTES: usize = 4096;
 
-#[derive(Serialize)]
-struct Body<'a> {
-    aps: Aps<'a>,
-    v: u8,
-    suite: &'a str,
-    ciphertext: &'a str,
-}
-
-#[derive(Serialize)]
-struct Aps<'a> {
-    alert: Alert<'a>,
-    #[serde(rename = "mutable-content")]
-    mutable_content: u8,
-    #[serde(rename = "interruption-level")]
-    interruption_level: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sound: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-struct Alert<'a> {
-    title: &'a str,
-    body: &'a str,
+/// Appends `s` as a JSON string. Suites and base64 ciphertexts never need escaping, so
+/// they take the copy-only path; anything else is escaped by serde_json.
+fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(&mut *out, s).expect("writing to a Vec cannot fail");
+    }
 }
 
 fn render(title: &str, body: &str, priority: Priority, suite: &str, ciphertext: &str) -> Vec<u8> {
-    let b = Body {
-        aps: Aps {
-            alert: Alert { title, body },
-            mutable_content: 1,
-            interruption_level: priority.as_str(),
-            sound: (priority == Priority::TimeSensitive).then_some("default"),
-        },
-        v: 1,
-        suite,
-        ciphertext,
-    };
-    serde_json::to_vec(&b).expect("a struct of strings always serializes")
+    let mut out = Vec::with_capacity(160 + title.len() + body.len() + ciphertext.len());
+    out.extend_from_slice(br#"{"aps":{"alert":{"title":"#);
+    push_json_str(&mut out, title);
+    out.extend_from_slice(br#","body":"#);
+    push_json_str(&mut out, body);
+    out.extend_from_slice(br#"},"mutable-content":1,"interruption-level":"#);
+    push_json_str(&mut out, priority.as_str());
+    if priority == Priority::TimeSensitive {
+        out.extend_from_slice(br#","sound":"default""#);
+    }
+    out.extend_from_slice(br#"},"v":1,"suite":"#);
+    push_json_str(&mut out, suite);
+    out.extend_from_slice(br#","ciphertext":"#);
+    push_json_str(&mut out, ciphertext);
+    out.push(b'}');
+    out
 }
 
 /// The APNs body for one envelope.
@@ -90,6 +79,70 @@ pub fn max_ciphertext_for(title: &str, body: &str) -> usize {
 mod tests {
     use super::*;
     use crate::envelope::parse;
+    use proptest::prelude::*;
+    use serde::Serialize;
+
+    /// The body as serde_json writes the same structure: the reference `render` must
+    /// match byte for byte.
+    fn reference(
+        title: &str,
+        body: &str,
+        priority: Priority,
+        suite: &str,
+        ciphertext: &str,
+    ) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            aps: Aps<'a>,
+            v: u8,
+            suite: &'a str,
+            ciphertext: &'a str,
+        }
+        #[derive(Serialize)]
+        struct Aps<'a> {
+            alert: Alert<'a>,
+            #[serde(rename = "mutable-content")]
+            mutable_content: u8,
+            #[serde(rename = "interruption-level")]
+            interruption_level: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            sound: Option<&'a str>,
+        }
+        #[derive(Serialize)]
+        struct Alert<'a> {
+            title: &'a str,
+            body: &'a str,
+        }
+        serde_json::to_vec(&Body {
+            aps: Aps {
+                alert: Alert { title, body },
+                mutable_content: 1,
+                interruption_level: priority.as_str(),
+                sound: (priority == Priority::TimeSensitive).then_some("default"),
+            },
+            v: 1,
+            suite,
+            ciphertext,
+        })
+        .unwrap()
+    }
+
+    proptest! {
+        #[test]
+        fn render_matches_serde_json(
+            title in any::<String>(),
+            body in "(?s).{0,40}",
+            passive in any::<bool>(),
+            suite in "[a-z0-9\\\\\"-]{1,16}",
+            ciphertext in "[A-Za-z0-9+/=\u{0}-\u{1f}]{0,200}",
+        ) {
+            let p = if passive { Priority::Passive } else { Priority::TimeSensitive };
+            prop_assert_eq!(
+                render(&title, &body, p, &suite, &ciphertext),
+                reference(&title, &body, p, &suite, &ciphertext)
+            );
+        }
+    }
 
     fn envelope(priority: &str, ciphertext_len: usize) -> Envelope {
         let body = serde_json::json!({
