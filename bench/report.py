@@ -45,9 +45,13 @@ L = 1.0 / (1.0 / A + 1.0 / B + 1.0 / C)
 
 cpu_intake = proc("part-intake", "intake", "cpu_us_per_request")
 cpu_redis = proc("part-redis", "redis", "cpu_us_per_request")
+# The client side of the Redis round trip: relay-bench encoding EVALSHA with fred, writing
+# it, reading and decoding the reply. The relay pays exactly this work for its one call.
+cpu_redis_client = get("part-redis", "generator_cpu_us_per_request")
 cpu_h2 = get("part-apns", "generator_cpu_us_per_request")
 cpu_mock = proc("part-apns", "mock", "cpu_us_per_request")
-cpu_parts = cpu_intake + cpu_redis + cpu_h2
+cpu_parts = cpu_intake + cpu_redis_client + cpu_redis + cpu_h2
+cpu_parts_server_only = cpu_intake + cpu_redis + cpu_h2
 
 T_mem = get("relay-memory", "forwarded_per_s")
 T_r1 = get("relay-redis-1", "forwarded_per_s")
@@ -65,6 +69,7 @@ cpu_mem_vs_parts = cpu_intake + cpu_h2
 
 ratio_tp = T_r1 / L
 ratio_cpu = cpu_r1 / cpu_parts
+ratio_cpu_server_only = cpu_r1 / cpu_parts_server_only
 
 # Latency curve.
 points = []
@@ -72,12 +77,15 @@ for label, r in runs.items():
     if label.startswith("curve-relay-"):
         f = label[len("curve-relay-"):]
         a = runs.get("curve-apns-" + f, {})
+        cpu = (r.get("processes", {}).get("relay", {}).get("cpu_us_per_request", nan),
+               r.get("processes", {}).get("redis", {}).get("cpu_us_per_request", nan),
+               (r.get("measured_cpu_s", nan) + r.get("generator_cpu_s", nan)) / r["elapsed_s"])
         points.append((float(f), r["target_rate"], r["rps"], r["latency_ms"],
-                       a.get("rps", nan), a.get("latency_ms", {})))
+                       a.get("rps", nan), a.get("latency_ms", {}), cpu))
 points.sort()
 half = [p for p in points if abs(p[0] - 0.5) < 1e-9]
 if half:
-    _, _, _, lr, _, la = half[0]
+    _, _, _, lr, _, la, _ = half[0]
     added_p99 = lr["p99"] - la.get("p99", nan)
     added_p50 = lr["p50"] - la.get("p50", nan)
 else:
@@ -136,9 +144,10 @@ table.append(f"| sealrelay on Redis, 1 replica, forwarded/s | {f0(T_r1)} |")
 table.append(f"| sealrelay on Redis, 2 replicas, forwarded/s | {f0(T_r2)} |")
 table.append(f"| sealrelay on Redis, 1 replica, daemon mix (bursts of 100 devices x 3 nodes), req/s | {f0(T_mix)} |")
 table.append(f"| CPU per request, intake alone (server), us | {f1(cpu_intake)} |")
-table.append(f"| CPU per request, Redis alone (redis-server), us | {f1(cpu_redis)} |")
+table.append(f"| CPU per request, Redis alone: client side (fred in relay-bench) / redis-server, us | {f1(cpu_redis_client)} / {f1(cpu_redis)} |")
 table.append(f"| CPU per request, HTTP/2 client alone (relay-bench), us | {f1(cpu_h2)} |")
-table.append(f"| CPU per request, sum of the parts, us | {f1(cpu_parts)} |")
+table.append(f"| CPU per request, sum of the parts (intake + Redis client + redis-server + HTTP/2 client), us | {f1(cpu_parts)} |")
+table.append(f"| CPU per request, sum of the parts without the Redis client side, us | {f1(cpu_parts_server_only)} |")
 table.append(f"| CPU per forwarded, sealrelay (1 replica on Redis), us | {f1(cpu_relay_r1)} |")
 table.append(f"| CPU per forwarded, redis-server under sealrelay, us | {f1(cpu_redis_r1)} |")
 table.append(f"| CPU per forwarded, sealrelay + Redis, 1 replica / 2 replicas, us | {f1(cpu_r1)} / {f1(cpu_r2)} |")
@@ -156,7 +165,7 @@ table.append(f"| Redis used_memory after the {many_n:,}-device run / keys | {f0(
 
 targets = []
 targets.append(("Throughput on Redis >= 70% of the combined limit", f"{pct(ratio_tp)} ({f0(T_r1)} / {f0(L)})", ratio_tp >= 0.70))
-targets.append(("CPU per forwarded request <= 1.3 x the sum of the parts", f"{f2(ratio_cpu)} x ({f1(cpu_r1)} us / {f1(cpu_parts)} us)", ratio_cpu <= 1.3))
+targets.append(("CPU per forwarded request <= 1.3 x the sum of the parts", f"{f2(ratio_cpu)} x ({f1(cpu_r1)} us / {f1(cpu_parts)} us); {f2(ratio_cpu_server_only)} x if Redis's part counts redis-server only", ratio_cpu <= 1.3))
 targets.append(("Latency added over the mock APNs round trip at half of peak, p99 < 2 ms", f"{f2(added_p99)} ms (p50: {f2(added_p50)} ms)", added_p99 < 2.0))
 targets.append(("Exactly one Redis call per forwarded request", f"{path_fwd:.4f} on the request path ({rt_fwd:.4f} with background queue polls)", abs(path_fwd - 1.0) < 0.001))
 targets.append((f"Relay memory flat within 10% from {few_n:,} to {many_n:,} devices", f"{'+' if rss_growth >= 0 else ''}{pct(rss_growth)} ({f0(rss_few)} kB -> {f0(rss_many)} kB)", abs(rss_growth) <= 0.10))
@@ -206,7 +215,7 @@ fan-out is one envelope). From the per-request costs measured above (1 replica o
 dat = os.path.join(run_dir, "latency-vs-load.dat")
 with open(dat, "w") as f:
     f.write("# fraction offered_rps relay_rps relay_p50 relay_p99 relay_p999 apns_rps apns_p50 apns_p99 apns_p999\n")
-    for fr, tr, rr, lr, ar, la in points:
+    for fr, tr, rr, lr, ar, la, _ in points:
         f.write(f"{fr} {tr} {rr} {lr['p50']} {lr['p99']} {lr['p999']} {ar} {la.get('p50', nan)} {la.get('p99', nan)} {la.get('p999', nan)}\n")
 png = os.path.join(bench_dir, "latency-vs-load.png")
 shutil.copy(dat, os.path.join(bench_dir, "latency-vs-load.dat"))
@@ -233,10 +242,10 @@ plot '{dat}' using 2:5 with linespoints lw 2 title 'sealrelay p99', \\
     if not plot_ok:
         print(r.stderr, file=sys.stderr)
 
-curve = ["| Fraction of peak | Offered req/s | sealrelay req/s | p50 ms | p99 ms | p99.9 ms | mock APNs alone p50 ms | p99 ms | p99.9 ms |",
-         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-for fr, tr, rr, lr, ar, la in points:
-    curve.append(f"| {fr} | {f0(tr)} | {f0(rr)} | {f2(lr['p50'])} | {f2(lr['p99'])} | {f2(lr['p999'])} | {f2(la.get('p50', nan))} | {f2(la.get('p99', nan))} | {f2(la.get('p999', nan))} |")
+curve = ["| Fraction of peak | Offered req/s | sealrelay req/s | p50 ms | p99 ms | p99.9 ms | mock APNs alone p50 ms | p99 ms | p99.9 ms | relay / Redis CPU per request, us | cores busy (relay + Redis + generator) |",
+         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+for fr, tr, rr, lr, ar, la, (c_relay, c_redis, cores) in points:
+    curve.append(f"| {fr} | {f0(tr)} | {f0(rr)} | {f2(lr['p50'])} | {f2(lr['p99'])} | {f2(lr['p999'])} | {f2(la.get('p50', nan))} | {f2(la.get('p99', nan))} | {f2(la.get('p999', nan))} | {f1(c_relay)} / {f1(c_redis)} | {f2(cores)} |")
 
 outcomes = []
 for label in ["relay-memory", "relay-redis-1", "relay-redis-1-mix", "relay-redis-2", "rss-few", "rss-many"]:
@@ -272,8 +281,12 @@ arguments for a fresh device per call (every call a forward), over 4 pipelined c
 like the relay's pool; C is `relay-bench apns`, a hyper-util HTTP/2 client configured like
 `src/apns/client.rs` sending the relay's headers and payload to the fast mock APNs (TLS,
 no JWT verification). CPU time is utime+stime from `/proc/<pid>/stat` over the measured
-interval. The parts' CPU sum is intake server + redis-server + HTTP/2 client (the client is
-the relay's side of C; the mock APNs server's CPU is counted on neither side). Throughput of
+interval. The parts' CPU sum is the relay's side of each hop plus Redis: intake server + the
+Redis client (relay-bench's fred issuing the EVALSHA, the same work the relay does for its one
+call) + redis-server + the HTTP/2 client (the relay's side of C). The mock APNs server's CPU
+is counted on neither side. The first run of this benchmark left the Redis client side out
+of the sum, which compared the relay's own fred work against nothing; the table shows the
+sum both ways, and the target line quotes both ratios. Throughput of
 sealrelay counts forwarded requests (every request of the distinct-devices mix forwards).
 
 ## Latency versus load
