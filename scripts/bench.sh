@@ -9,30 +9,35 @@
 # Every load run is bounded by a duration AND a request count and stops by itself.
 #
 # Knobs (environment):
+#   BENCH_ROUNDS=3            interleaved repetitions of the throughput/CPU measurements
 #   BENCH_DURATION=8          seconds of each closed-loop measurement
 #   BENCH_MAX_REQUESTS=400000 request cap of each measurement
 #   BENCH_CONNECTIONS=64      keep-alive connections / streams in flight
-#   BENCH_CURVE_DURATION=5    seconds of each open-loop point of the latency curve
+#   BENCH_CURVE_DURATION=10   seconds of each open-loop point of the latency curve
 #   BENCH_CURVE_POINTS="0.1 0.25 0.5 0.75 0.9"   fractions of peak for the curve
-#   BENCH_FEW_DEVICES=10000   first RSS point (distinct devices)
+#   BENCH_FEW_DEVICES=10000   first RSS point (distinct devices, after the warm-up's)
 #   BENCH_MANY_DEVICES=1000000  second RSS point (distinct devices, run at full speed)
 #   BENCH_MANY_MAX_S=400      time cap of the many-devices phase
 #   BENCH_MEM_DEVICES=50000   devices for Redis memory per device
+#   BENCH_RSS_WARM_REQUESTS=50000, BENCH_RSS_WARM_DEVICES=1000   warm-up before the RSS points
 #   BENCH_SKIP_BUILD=1        reuse target/release as is
 #   BENCH_OUT=bench/results   where raw results go (a timestamped directory)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
+ROUNDS=${BENCH_ROUNDS:-3}
 DURATION=${BENCH_DURATION:-8}
 MAXREQ=${BENCH_MAX_REQUESTS:-400000}
 CONNS=${BENCH_CONNECTIONS:-64}
-CURVE_DURATION=${BENCH_CURVE_DURATION:-5}
+CURVE_DURATION=${BENCH_CURVE_DURATION:-10}
 CURVE_POINTS=${BENCH_CURVE_POINTS:-0.1 0.25 0.5 0.75 0.9}
 FEW=${BENCH_FEW_DEVICES:-10000}
 MANY=${BENCH_MANY_DEVICES:-1000000}
 MANY_MAX_S=${BENCH_MANY_MAX_S:-400}
 MEMDEV=${BENCH_MEM_DEVICES:-50000}
+RSS_WARM=${BENCH_RSS_WARM_REQUESTS:-50000}
+RSS_WARM_DEVICES=${BENCH_RSS_WARM_DEVICES:-1000}
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out=${BENCH_OUT:-bench/results}/$stamp
 mkdir -p "$out"; out=$(cd "$out" && pwd)
@@ -119,7 +124,12 @@ start_relay() { # name [redis-url] -> sets relay_pid, relay_url
 # A short unrecorded warm-up (connections, TLS to the mock, script load).
 warm() { "$RB" load "$@" --duration 1 --max-requests 2000 --label warmup >/dev/null 2>&1 || true; }
 
-# --- (a) the parts alone ------------------------------------------------------------------
+# --- rounds: (a) the parts alone, (b) sealrelay embedded, (c) sealrelay on Redis -----------
+# The machine is shared and its speed drifts from minute to minute, so every measurement runs
+# ROUNDS times, interleaved (parts, relay, parts, relay, ...), and the report takes the median
+# of each figure across rounds and shows the spread.
+for round in $(seq 1 "$ROUNDS"); do
+log "round $round of $ROUNDS"
 log "part A: HTTP intake that parses the envelope (bench-intake)"
 intake_port=$(free_port)
 "$bin/bench-intake" --port "$intake_port" --max-seconds 600 >/dev/null &
@@ -128,48 +138,58 @@ wait_port "$intake_port"
 warm --url "http://127.0.0.1:$intake_port/" --connections "$CONNS"
 "$RB" load --url "http://127.0.0.1:$intake_port/" --connections "$CONNS" \
   --duration "$DURATION" --max-requests "$MAXREQ" --pid "intake=$intake_pid" \
-  --label part-intake --out "$results" >/dev/null
+  --label "part-intake@$round" --out "$results" >/dev/null
 stop "$intake_pid"
 
 log "part B: Redis running admit.lua via EVALSHA"
 flush
 "$RB" redis --redis-url "$REDIS" --concurrency "$CONNS" --duration "$DURATION" \
-  --max-requests "$MAXREQ" --label part-redis --out "$results" >/dev/null
+  --max-requests "$MAXREQ" --label "part-redis@$round" --out "$results" >/dev/null
 flush
 
 log "part C: mock APNs over HTTP/2 (relay-bench as the relay's client)"
 "$RB" apns --url "$APNS" --ca "$out/apns/ca.pem" --concurrency "$CONNS" --duration "$DURATION" \
-  --max-requests "$MAXREQ" --pid "mock=$mock_pid" --label part-apns --out "$results" >/dev/null
+  --max-requests "$MAXREQ" --pid "mock=$mock_pid" --label "part-apns@$round" --out "$results" >/dev/null
 
-# --- (b) sealrelay on the embedded store -------------------------------------------------
 log "sealrelay, embedded store"
 start_relay mem
 warm --url "$relay_url" --connections "$CONNS"
 "$RB" load --url "$relay_url" --connections "$CONNS" --duration "$DURATION" \
   --max-requests "$MAXREQ" --pid "relay=$relay_pid" --pid "mock=$mock_pid" \
-  --label relay-memory --out "$results" >/dev/null
+  --label "relay-memory@$round" --out "$results" >/dev/null
 stop "$relay_pid"
 
-# --- (c) sealrelay on Redis, one replica, then two ----------------------------------------
 log "sealrelay on Redis, one replica"
 flush
 start_relay r1 "$REDIS"; r1_pid=$relay_pid; r1_url=$relay_url
 warm --url "$r1_url" --connections "$CONNS"
 "$RB" load --url "$r1_url" --connections "$CONNS" --duration "$DURATION" \
   --max-requests "$MAXREQ" --pid "relay=$r1_pid" --pid "mock=$mock_pid" --redis-url "$REDIS" \
-  --label relay-redis-1 --out "$results" >/dev/null
+  --label "relay-redis-1@$round" --out "$results" >/dev/null
 
 log "sealrelay on Redis, one replica, daemon-shaped mix (bursts of 100 devices, 3 cluster nodes)"
 "$RB" load --url "$r1_url" --connections "$CONNS" --duration "$DURATION" \
   --max-requests "$MAXREQ" --burst 100 --dup 3 --devices 20000 \
   --pid "relay=$r1_pid" --pid "mock=$mock_pid" --redis-url "$REDIS" \
-  --label relay-redis-1-mix --out "$results" >/dev/null
+  --label "relay-redis-1-mix@$round" --out "$results" >/dev/null
 
+log "sealrelay on Redis, two replicas"
+start_relay r2 "$REDIS"; r2_pid=$relay_pid; r2_url=$relay_url
+warm --url "$r2_url" --connections "$CONNS"
+"$RB" load --url "$r1_url" --url "$r2_url" --connections "$CONNS" --duration "$DURATION" \
+  --max-requests "$MAXREQ" --pid "relay=$r1_pid" --pid "relay2=$r2_pid" --pid "mock=$mock_pid" \
+  --redis-url "$REDIS" --label "relay-redis-2@$round" --out "$results" >/dev/null
+stop "$r1_pid"; stop "$r2_pid"
+done
+
+# --- latency versus load, on a fresh replica -----------------------------------------------
+flush
+start_relay r1 "$REDIS"; r1_pid=$relay_pid; r1_url=$relay_url
+warm --url "$r1_url" --connections "$CONNS"
 log "latency versus load (open loop), sealrelay on Redis and the mock APNs alone"
-peak=$(python3 -c 'import json,sys
-for l in open(sys.argv[1]):
-    r=json.loads(l)
-    if r["label"]=="relay-redis-1": print(r["rps"])' "$results")
+peak=$(python3 -c 'import json,statistics,sys
+print(statistics.median(r["rps"] for r in map(json.loads, open(sys.argv[1]))
+                        if r["label"].split("@")[0]=="relay-redis-1"))' "$results")
 for f in $CURVE_POINTS; do
   rate=$(python3 -c "print(round($peak*$f))")
   [ "$rate" -lt 1 ] && rate=1
@@ -181,18 +201,18 @@ for f in $CURVE_POINTS; do
     --duration "$CURVE_DURATION" --max-requests "$n" --label "curve-apns-$f" --out "$results" >/dev/null
 done
 
-log "sealrelay on Redis, two replicas"
-start_relay r2 "$REDIS"; r2_pid=$relay_pid; r2_url=$relay_url
-warm --url "$r2_url" --connections "$CONNS"
-"$RB" load --url "$r1_url" --url "$r2_url" --connections "$CONNS" --duration "$DURATION" \
-  --max-requests "$MAXREQ" --pid "relay=$r1_pid" --pid "relay2=$r2_pid" --pid "mock=$mock_pid" \
-  --redis-url "$REDIS" --label relay-redis-2 --out "$results" >/dev/null
-stop "$r1_pid"; stop "$r2_pid"
+stop "$r1_pid"
 
 # --- memory: relay RSS from FEW to MANY devices, Redis bytes per device -------------------
 log "relay RSS at $FEW then $MANY distinct devices on Redis (fresh replica)"
 flush
 start_relay rss "$REDIS"
+# Warm-up first, over a pool of only RSS_WARM_DEVICES devices: the runtime's buffers,
+# allocator pages and connection pools reach their working size under load, so the two
+# points below differ by the number of distinct devices, which is what the target is about.
+"$RB" load --url "$relay_url" --connections "$CONNS" --duration 120 --max-requests "$RSS_WARM" \
+  --devices "$RSS_WARM_DEVICES" --pid "relay=$relay_pid" --salt 0 \
+  --label "rss-warm" --out "$results" >/dev/null
 "$RB" load --url "$relay_url" --connections "$CONNS" --duration 120 --max-requests "$FEW" \
   --pid "relay=$relay_pid" --redis-url "$REDIS" --salt 1 \
   --label "rss-few" --out "$results" >/dev/null
