@@ -203,6 +203,12 @@ relay_us = cpu_relay_r1
 redis_us = cpu_redis_r1
 relay_cores = rate * relay_us / 1e6
 replicas = math.ceil(relay_cores / (2 * util)) if relay_us == relay_us else 0
+# A replica below its peak pays more CPU per request (fewer requests per wakeup); size with
+# the cost measured at half of peak as well.
+half_relay_us = half[0][6][0] if half else nan
+half_redis_us = half[0][6][1] if half else nan
+relay_cores_half = rate * half_relay_us / 1e6
+replicas_half = math.ceil(relay_cores_half / (2 * util)) if half_relay_us == half_relay_us else 0
 redis_shard_cap = util * 1e6 / redis_us if redis_us == redis_us and redis_us else nan
 shards = math.ceil(rate / redis_shard_cap) if redis_shard_cap == redis_shard_cap else 0
 r1_per_replica = T_r1
@@ -211,7 +217,10 @@ fan-out is one envelope). From the per-request costs measured above (1 replica o
 
 - **Replicas.** sealrelay spends {f1(relay_us)} us of CPU per forwarded request, so
   {rate:,.0f}/s needs {relay_cores:.1f} cores of relay. At 2-core replicas run at {int(util * 100)}%
-  that is **{replicas} replicas** (plus one for failure: {replicas + 1}). Measured directly,
+  that is **{replicas} replicas** (plus one for failure: {replicas + 1}). A replica well below
+  its peak pays more per request ({f1(half_relay_us)} us at half of peak, see the latency
+  table), which gives {relay_cores_half:.1f} cores and **{replicas_half} replicas** ({replicas_half + 1} with one spare);
+  plan with the larger figure. Measured directly,
   one replica on this 2-core box, sharing the cores with Redis, the mock APNs and the load
   generator, forwarded {f0(r1_per_replica)}/s.
 - **Redis.** redis-server spends {f1(redis_us)} us per admission (one EVALSHA, including its
@@ -224,7 +233,7 @@ fan-out is one envelope). From the per-request costs measured above (1 replica o
 - **APNs.** Each replica multiplexes its pushes over one HTTP/2 connection per environment;
   Apple allows on the order of 1000 concurrent streams per connection, so at a real round
   trip of ~100 ms one connection carries ~10 000 pushes/s: {rate:,.0f}/s needs at least
-  {math.ceil(rate / 10000)} connections, which {replicas} replicas provide.
+  {math.ceil(rate / 10000)} connections, which {max(replicas, replicas_half)} replicas provide.
 - **First bottleneck.** Per request, the relay's own CPU ({f1(relay_us)} us) is the largest
   cost; Redis ({f1(redis_us)} us) scales by shards, the relay by replicas. With the relay's
   CPU scaled out, the first hard limit is a single Redis shard's main thread at about
@@ -294,7 +303,7 @@ one go, with the load generator on the same cores as everything it measures.
 {chr(10).join(table)}
 
 Definitions. A, B and C are each measured alone with the same generator and concurrency
-({get('part-intake', 'connections', default='?')} connections / in-flight requests): A drives `bench-intake` (hyper HTTP/1.1,
+({f0(get('part-intake', 'connections'))} connections / in-flight requests): A drives `bench-intake` (hyper HTTP/1.1,
 `sealrelay::envelope::parse`, 202) with the same envelopes as the relay runs; B is
 `relay-bench redis`, EVALSHA of `src/store/admit.lua` with the relay's key layout and
 arguments for a fresh device per call (every call a forward), over 4 pipelined connections
@@ -313,7 +322,7 @@ sealrelay counts forwarded requests (every request of the distinct-devices mix f
 
 ![latency versus load](bench/latency-vs-load.png)
 
-Open loop: request i is due at start + i/rate over {get('relay-redis-1', 'connections', default='?')} keep-alive connections; a
+Open loop: request i is due at start + i/rate over {f0(get('relay-redis-1', 'connections'))} keep-alive connections; a
 request that leaves more than 2 ms late is timed from when it was due (no coordinated
 omission). "Peak" is the closed-loop throughput of sealrelay on Redis with one replica. The
 mock APNs alone is driven by the HTTP/2 client at the same rates.
