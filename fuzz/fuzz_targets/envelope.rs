@@ -1,19 +1,46 @@
-//! Fuzzes the envelope parser with arbitrary bytes: it must never panic, and whatever it
-//! accepts must satisfy the contract (lowercase hex device, padded base64 within the cap,
-//! 32-hex collapse id).
+//! Fuzzes the envelope parser with arbitrary bytes: it must never panic, whatever it accepts
+//! must satisfy the contract (lowercase hex device, padded base64 within the cap, 32-hex
+//! collapse id), and it must agree with serde_json's own reading of the body: refused as
+//! "not a JSON object" exactly when `serde_json::Value` cannot read an object from it, and
+//! when accepted, every field equal to the value's (the last one for a repeated key).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use sealrelay::envelope::{parse, DEFAULT_MAX_CIPHERTEXT_CHARS};
+use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(e) = parse(data, DEFAULT_MAX_CIPHERTEXT_CHARS) {
-        let d = e.device.expose();
-        assert!((16..=512).contains(&d.len()));
-        assert!(d.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
-        assert!(e.ciphertext.len() <= DEFAULT_MAX_CIPHERTEXT_CHARS);
-        assert_eq!(e.ciphertext.len() % 4, 0);
-        assert_eq!(e.collapse_id.as_str().len(), 32);
-        let _ = sealrelay::apns::payload::build(&e, "t", "b");
+    let parsed = parse(data, DEFAULT_MAX_CIPHERTEXT_CHARS);
+    let value: Option<serde_json::Map<String, Value>> = match serde_json::from_slice(data) {
+        Ok(Value::Object(m)) => Some(m),
+        _ => None,
+    };
+    match (&parsed, &value) {
+        (Err(e), None) => assert_eq!(e.message(), "body is not a JSON object"),
+        (Err(e), Some(_)) => assert_ne!(e.message(), "body is not a JSON object"),
+        (Ok(_), None) => panic!("accepted a body serde_json cannot read as an object"),
+        (Ok(e), Some(m)) => {
+            let d = e.device.expose();
+            assert!((16..=512).contains(&d.len()));
+            assert!(d.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+            assert_eq!(Some(d.to_string()), m["device"].as_str().map(str::to_ascii_lowercase));
+            assert_eq!(m["v"].as_f64(), Some(1.0));
+            assert!(e.ciphertext.len() <= DEFAULT_MAX_CIPHERTEXT_CHARS);
+            assert_eq!(e.ciphertext.len() % 4, 0);
+            assert_eq!(Some(e.ciphertext.as_str()), m["ciphertext"].as_str());
+            assert_eq!(Some(e.collapse_id.as_str()), m["collapseId"].as_str());
+            assert_eq!(e.collapse_id.as_str().len(), 32);
+            assert_eq!(Some(e.priority.as_str()), m["priority"].as_str());
+            assert_eq!(Some(e.event), m["event"].as_bool());
+            match m.get("suite") {
+                None | Some(Value::Null) => assert_eq!(e.suite, "x25519"),
+                Some(s) => assert_eq!(Some(e.suite.as_str()), s.as_str()),
+            }
+            match m.get("flapId") {
+                None | Some(Value::Null) => assert!(e.flap_id.is_none()),
+                Some(f) => assert_eq!(e.flap_id.as_ref().map(|f| f.as_str()), f.as_str()),
+            }
+            let _ = sealrelay::apns::payload::build(e, "t", "b");
+        }
     }
 });
