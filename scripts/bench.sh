@@ -13,6 +13,7 @@
 #   BENCH_DURATION=8          seconds of each closed-loop measurement
 #   BENCH_MAX_REQUESTS=400000 request cap of each measurement
 #   BENCH_CONNECTIONS=64      keep-alive connections / streams in flight
+#   BENCH_CURVE_ROUNDS=3      passes over the latency curve (median per point)
 #   BENCH_CURVE_DURATION=10   seconds of each open-loop point of the latency curve
 #   BENCH_CURVE_POINTS="0.1 0.25 0.5 0.75 0.9"   fractions of peak for the curve
 #   BENCH_FEW_DEVICES=10000   first RSS point (distinct devices, after the warm-up's)
@@ -31,6 +32,7 @@ DURATION=${BENCH_DURATION:-8}
 MAXREQ=${BENCH_MAX_REQUESTS:-400000}
 CONNS=${BENCH_CONNECTIONS:-64}
 CURVE_DURATION=${BENCH_CURVE_DURATION:-10}
+CURVE_ROUNDS=${BENCH_CURVE_ROUNDS:-3}
 CURVE_POINTS=${BENCH_CURVE_POINTS:-0.1 0.25 0.5 0.75 0.9}
 FEW=${BENCH_FEW_DEVICES:-10000}
 MANY=${BENCH_MANY_DEVICES:-1000000}
@@ -190,15 +192,19 @@ log "latency versus load (open loop), sealrelay on Redis and the mock APNs alone
 peak=$(python3 -c 'import json,statistics,sys
 print(statistics.median(r["rps"] for r in map(json.loads, open(sys.argv[1]))
                         if r["label"].split("@")[0]=="relay-redis-1"))' "$results")
+# CURVE_ROUNDS passes over the points (relay then mock alone at each); the report takes the
+# median of each percentile across passes.
+for pass in $(seq 1 "$CURVE_ROUNDS"); do
 for f in $CURVE_POINTS; do
   rate=$(python3 -c "print(round($peak*$f))")
   [ "$rate" -lt 1 ] && rate=1
   n=$(python3 -c "print(int($rate*$CURVE_DURATION*1.05)+10)")
   "$RB" load --url "$r1_url" --connections "$CONNS" --rate "$rate" --duration "$CURVE_DURATION" \
     --max-requests "$n" --pid "relay=$r1_pid" --redis-url "$REDIS" \
-    --label "curve-relay-$f" --out "$results" >/dev/null
+    --label "curve-relay-$f@$pass" --out "$results" >/dev/null
   "$RB" apns --url "$APNS" --ca "$out/apns/ca.pem" --concurrency "$CONNS" --rate "$rate" \
-    --duration "$CURVE_DURATION" --max-requests "$n" --label "curve-apns-$f" --out "$results" >/dev/null
+    --duration "$CURVE_DURATION" --max-requests "$n" --label "curve-apns-$f@$pass" --out "$results" >/dev/null
+done
 done
 
 stop "$r1_pid"
