@@ -22,6 +22,10 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
+/// The same allocator as the relay (`src/main.rs`), so the parts are measured on equal terms.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(about = "The relay's intake alone: parse the envelope, answer 202 (127.0.0.1 only)")]
 struct Args {

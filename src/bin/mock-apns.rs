@@ -18,6 +18,10 @@ use std::time::Duration;
 use clap::Parser;
 use sealrelay::mock_apns::{generate_auth_key, generate_pki, MockApns, MockConfig};
 
+/// The same allocator as the relay (`src/main.rs`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(about = "An HTTP/2 APNs stand-in for local stacks and benchmarks (127.0.0.1 only)")]
 struct Args {

@@ -41,6 +41,10 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// The same allocator as the relay (`src/main.rs`), so the parts are measured on equal terms.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const ADMIT_LUA: &str = include_str!("../store/admit.lua");
 /// Commands the Lua scripts issue: `INFO commandstats` counts them too, so they are not
 /// round trips of the relay.
