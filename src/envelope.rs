@@ -456,11 +456,21 @@ mod tests {
 
     const CAP: usize = DEFAULT_MAX_CIPHERTEXT_CHARS;
 
-    /// The parser before the single-pass one, kept as the reference it must agree with:
-    /// the whole body into a `serde_json::Value`, then the rules on the map.
+    /// The reading the single-pass parser replaced, kept as the reference it must agree
+    /// with: the whole body into a `serde_json::Value`, then the same rules on its fields.
     mod reference {
         use super::super::*;
-        use serde_json::{Map, Value};
+        use serde_json::Value;
+
+        fn raw(v: &Value) -> Raw<'_> {
+            match v {
+                Value::Null => Raw::Null,
+                Value::Bool(b) => Raw::Bool(*b),
+                Value::Number(n) => Raw::Num(n.as_f64().unwrap_or(f64::NAN)),
+                Value::String(s) => Raw::Str(Cow::Borrowed(s)),
+                Value::Array(_) | Value::Object(_) => Raw::Nested,
+            }
+        }
 
         pub(super) fn parse_via_value(
             body: &[u8],
@@ -471,101 +481,18 @@ mod tests {
             let Value::Object(map) = value else {
                 return Err(EnvelopeError::new("body is not a JSON object"));
             };
-            from_map(&map, max_ciphertext_chars)
-        }
-
-        fn string_field<'a>(map: &'a Map<String, Value>, name: &str) -> Option<&'a str> {
-            map.get(name).and_then(Value::as_str)
-        }
-
-        fn from_map(map: &Map<String, Value>, max_chars: usize) -> Result<Envelope, EnvelopeError> {
-            if map.get("v").and_then(Value::as_f64) != Some(1.0) {
-                return Err(EnvelopeError::new("v must be 1"));
-            }
-
-            let device = string_field(map, "device")
-                .and_then(DeviceToken::parse)
-                .ok_or_else(|| EnvelopeError::new("device must be 16 to 512 hex characters"))?;
-
-            let suite = match map.get("suite") {
-                None | Some(Value::Null) => DEFAULT_SUITE.to_owned(),
-                Some(Value::String(s)) if is_suite(s) => s.clone(),
-                Some(_) => {
-                    return Err(EnvelopeError::new(
-                        "suite must be 1 to 16 of [a-z0-9-] starting with a letter or digit",
-                    ))
-                }
+            let field = |name: &str| map.get(name).map(raw);
+            let fields = Fields {
+                v: field("v"),
+                device: field("device"),
+                suite: field("suite"),
+                ciphertext: field("ciphertext"),
+                collapse_id: field("collapseId"),
+                flap_id: field("flapId"),
+                priority: field("priority"),
+                event: field("event"),
             };
-
-            let ciphertext = match string_field(map, "ciphertext") {
-                Some(c) if !c.is_empty() => c,
-                _ => {
-                    return Err(EnvelopeError::new(
-                        "ciphertext must be a non-empty base64 string",
-                    ))
-                }
-            };
-            if ciphertext.len() > max_chars {
-                return Err(EnvelopeError::new(format!(
-                    "ciphertext exceeds {max_chars} characters"
-                )));
-            }
-            if !is_base64_std_padded(ciphertext) {
-                return Err(EnvelopeError::new(
-                    "ciphertext must be standard base64 with padding",
-                ));
-            }
-            let min = if suite == "xwing" {
-                MIN_CIPHERTEXT_CHARS_XWING
-            } else {
-                MIN_CIPHERTEXT_CHARS
-            };
-            if ciphertext.len() < min {
-                return Err(EnvelopeError::new(format!(
-                    "ciphertext is shorter than {min} characters"
-                )));
-            }
-
-            let collapse_id = string_field(map, "collapseId")
-                .and_then(Id32::parse)
-                .ok_or_else(|| {
-                    EnvelopeError::new("collapseId must be 32 lowercase hex characters")
-                })?;
-
-            let flap_id = match map.get("flapId") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) if is_id32(s) => Some(Id32(s.clone())),
-                Some(_) => {
-                    return Err(EnvelopeError::new(
-                        "flapId must be 32 lowercase hex characters",
-                    ))
-                }
-            };
-
-            let priority = match string_field(map, "priority") {
-                Some("time-sensitive") => Priority::TimeSensitive,
-                Some("passive") => Priority::Passive,
-                _ => {
-                    return Err(EnvelopeError::new(
-                        "priority must be time-sensitive or passive",
-                    ))
-                }
-            };
-
-            let event = map
-                .get("event")
-                .and_then(Value::as_bool)
-                .ok_or_else(|| EnvelopeError::new("event must be a boolean"))?;
-
-            Ok(Envelope {
-                device,
-                suite,
-                ciphertext: ciphertext.to_owned(),
-                collapse_id,
-                flap_id,
-                priority,
-                event,
-            })
+            validate(&fields, max_ciphertext_chars)
         }
     }
 

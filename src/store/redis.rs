@@ -160,23 +160,23 @@ impl RedisStore {
 
     /// The device's key.
     pub fn key(&self, device: &DeviceToken) -> String {
-        self.key_for(&device.store_key())
+        format!("{}{{{}}}", self.prefix, device.store_key())
     }
 
     /// The device's tombstone key (same hash tag as its state).
     pub fn dead_key(&self, device: &DeviceToken) -> String {
-        format!("{}{{{}}}:dead", self.prefix, device.store_key())
+        Self::dead_key_of(&self.key(device))
+    }
+
+    fn dead_key_of(state_key: &str) -> String {
+        format!("{state_key}:dead")
     }
 
     /// Both keys the admission touches, hashing the token once.
     fn admit_keys(&self, device: &DeviceToken) -> Vec<String> {
-        let state = self.key_for(&device.store_key());
-        let dead = format!("{state}:dead");
+        let state = self.key(device);
+        let dead = Self::dead_key_of(&state);
         vec![state, dead]
-    }
-
-    fn key_for(&self, store_key: &str) -> String {
-        format!("{}{{{store_key}}}", self.prefix)
     }
 
     fn ttl_ms(&self) -> i64 {
