@@ -118,9 +118,18 @@ arrive as float64, which would print 1000000 as 1e+06), lists joined with commas
 {{- end -}}
 {{- end -}}
 
-{{/* Whether the chart creates its own Secret (APNs key and/or Redis URL from values). */}}
+{{/* Secret name and key of RELAY_QUEUE_KEY, as "name/key", or "" when it is not set. */}}
+{{- define "sealrelay.queueKeySecretRef" -}}
+{{- if .Values.redis.queueKey.existingSecret -}}
+{{- printf "%s/%s" .Values.redis.queueKey.existingSecret .Values.redis.queueKey.existingSecretKey -}}
+{{- else if .Values.redis.queueKey.value -}}
+{{- printf "%s/%s" (include "sealrelay.fullname" .) "RELAY_QUEUE_KEY" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the chart creates its own Secret (APNs key, Redis URL and/or queue key from values). */}}
 {{- define "sealrelay.createSecret" -}}
-{{- if or (and .Values.apns.authKey.value (not .Values.apns.authKey.existingSecret)) (and .Values.redis.url (not .Values.redis.existingSecret)) }}true{{ end -}}
+{{- if or (and .Values.apns.authKey.value (not .Values.apns.authKey.existingSecret)) (and .Values.redis.url (not .Values.redis.existingSecret)) (and .Values.redis.queueKey.value (not .Values.redis.queueKey.existingSecret)) }}true{{ end -}}
 {{- end -}}
 
 {{/*
@@ -185,7 +194,48 @@ container reads with envFrom. Values from .Values.env are applied last and win.
 {{- range $name, $value := $v.env -}}
 {{- $_ := set $c $name (include "sealrelay.envString" $value) -}}
 {{- end -}}
+{{- /* extraEnv entries are container env entries, which win over envFrom: leave them out. */ -}}
+{{- range $v.extraEnv -}}
+{{- $_ := unset $c (toString .name) -}}
+{{- end -}}
 {{- toYaml $c -}}
+{{- end -}}
+
+{{/* Names set by .Values.extraEnv, as a dict name -> entry. */}}
+{{- define "sealrelay.extraEnvNames" -}}
+{{- $out := dict -}}
+{{- range .Values.extraEnv -}}
+{{- $_ := set $out (toString .name) . -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/*
+The effective value of a variable as the container will see it, for the chart's own
+arithmetic: an extraEnv entry (a literal value; "<valueFrom>" when it is read from elsewhere),
+then .Values.env, then the given fallback. Call with (list $ "NAME" fallback).
+*/}}
+{{- define "sealrelay.effectiveVar" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $out := index . 2 | toString -}}
+{{- if hasKey $root.Values.env $name -}}
+{{- $out = include "sealrelay.envString" (index $root.Values.env $name) -}}
+{{- end -}}
+{{- range $root.Values.extraEnv -}}
+{{- if eq (toString .name) $name -}}
+{{- if hasKey . "value" }}{{ $out = toString .value }}{{ else }}{{ $out = "<valueFrom>" }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- $out -}}
+{{- end -}}
+
+{{/* True when a variable is set through env or extraEnv (by the user, not the chart). */}}
+{{- define "sealrelay.userSetsVar" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- if hasKey $root.Values.env $name }}true{{ end -}}
+{{- range $root.Values.extraEnv }}{{ if eq (toString .name) $name }}true{{ end }}{{ end -}}
 {{- end -}}
 
 {{/*
@@ -195,22 +245,30 @@ also present in .Values.env is left to the ConfigMap, so each name is set exactl
 {{- define "sealrelay.secretEnv" -}}
 {{- $v := .Values -}}
 {{- $redis := include "sealrelay.redisSecretRef" . -}}
-{{- if and $redis (not (hasKey $v.env "REDIS_URL")) }}
+{{- if and $redis (not (include "sealrelay.userSetsVar" (list . "REDIS_URL"))) }}
 - name: REDIS_URL
   valueFrom:
     secretKeyRef:
       name: {{ dir $redis | quote }}
       key: {{ base $redis | quote }}
 {{- end }}
+{{- $queueKey := include "sealrelay.queueKeySecretRef" . -}}
+{{- if and $queueKey (not (include "sealrelay.userSetsVar" (list . "RELAY_QUEUE_KEY"))) }}
+- name: RELAY_QUEUE_KEY
+  valueFrom:
+    secretKeyRef:
+      name: {{ dir $queueKey | quote }}
+      key: {{ base $queueKey | quote }}
+{{- end }}
 {{- $apns := include "sealrelay.apnsKeySecret" . -}}
-{{- if and $apns (not $v.apns.authKey.mountAsFile) (not (hasKey $v.env "APNS_AUTH_KEY")) }}
+{{- if and $apns (not $v.apns.authKey.mountAsFile) (not (include "sealrelay.userSetsVar" (list . "APNS_AUTH_KEY"))) }}
 - name: APNS_AUTH_KEY
   valueFrom:
     secretKeyRef:
       name: {{ $apns | quote }}
       key: {{ $v.apns.authKey.secretKey | quote }}
 {{- end }}
-{{- if and (not $v.replicaName) (not (hasKey $v.env "RELAY_REPLICA_NAME")) }}
+{{- if and (not $v.replicaName) (not (include "sealrelay.userSetsVar" (list . "RELAY_REPLICA_NAME"))) }}
 - name: RELAY_REPLICA_NAME
   valueFrom:
     fieldRef:
@@ -218,14 +276,23 @@ also present in .Values.env is left to the ConfigMap, so each name is set exactl
 {{- end }}
 {{- end -}}
 
-{{/* The shutdown budget Kubernetes grants: explicit, or delay + grace + 10 seconds. */}}
-{{/* delay + grace seconds (the binary's defaults, 5 and 25, where unset). */}}
+{{/*
+delay + grace seconds the relay takes to stop after SIGTERM: the effective
+RELAY_SHUTDOWN_DELAY_S and RELAY_SHUTDOWN_GRACE_S (extraEnv, then env, then shutdown.*, then
+the binary's defaults 5 and 25). A value the chart cannot read (valueFrom) or that is not a
+whole number fails unless terminationGracePeriodSeconds is explicit.
+*/}}
 {{- define "sealrelay.shutdownBudget" -}}
-{{- $delay := 5 -}}
-{{- $grace := 25 -}}
-{{- if include "sealrelay.isSet" .Values.shutdown.delaySeconds }}{{ $delay = int .Values.shutdown.delaySeconds }}{{ end -}}
-{{- if include "sealrelay.isSet" .Values.shutdown.graceSeconds }}{{ $grace = int .Values.shutdown.graceSeconds }}{{ end -}}
-{{- add $delay $grace -}}
+{{- $delay := include "sealrelay.effectiveVar" (list . "RELAY_SHUTDOWN_DELAY_S" (ternary (include "sealrelay.envString" .Values.shutdown.delaySeconds) "5" (not (empty (include "sealrelay.isSet" .Values.shutdown.delaySeconds))))) -}}
+{{- $grace := include "sealrelay.effectiveVar" (list . "RELAY_SHUTDOWN_GRACE_S" (ternary (include "sealrelay.envString" .Values.shutdown.graceSeconds) "25" (not (empty (include "sealrelay.isSet" .Values.shutdown.graceSeconds))))) -}}
+{{- if not (and (regexMatch "^[0-9]+$" $delay) (regexMatch "^[0-9]+$" $grace)) -}}
+{{- if not (include "sealrelay.isSet" .Values.terminationGracePeriodSeconds) -}}
+{{- fail (printf "RELAY_SHUTDOWN_DELAY_S=%s / RELAY_SHUTDOWN_GRACE_S=%s cannot be read by the chart (valueFrom, or not a whole number): set terminationGracePeriodSeconds explicitly, above their sum" $delay $grace) -}}
+{{- end -}}
+0
+{{- else -}}
+{{- add (int $delay) (int $grace) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "sealrelay.terminationGracePeriod" -}}
@@ -245,15 +312,18 @@ also present in .Values.env is left to the ConfigMap, so each name is set exactl
 {{- if and $v.redis.url $v.redis.existingSecret -}}
 {{- fail "redis: set either url or existingSecret, not both" -}}
 {{- end -}}
-{{- if and $v.redis.url (not (regexMatch "^(redis|rediss|redis-cluster|redis-sentinel)://" $v.redis.url)) -}}
-{{- fail "redis.url must start with redis://, rediss://, redis-cluster:// or redis-sentinel://" -}}
+{{- if and $v.redis.queueKey.value $v.redis.queueKey.existingSecret -}}
+{{- fail "redis.queueKey: set either value or existingSecret, not both" -}}
 {{- end -}}
-{{- $hasRedis := or $v.redis.url $v.redis.existingSecret (hasKey $v.env "REDIS_URL") -}}
+{{- if and $v.redis.url (not (regexMatch "^(redis|rediss|redis-cluster|rediss-cluster|redis-sentinel)://" $v.redis.url)) -}}
+{{- fail "redis.url must start with redis://, rediss://, redis-cluster://, rediss-cluster:// or redis-sentinel://" -}}
+{{- end -}}
+{{- $hasRedis := include "sealrelay.hasRedis" . -}}
 {{- if and (not $hasRedis) (or $v.autoscaling.enabled (gt (int $v.replicaCount) 1)) -}}
 {{- fail "more than one replica (replicaCount > 1 or autoscaling.enabled) needs Redis: set redis.url or redis.existingSecret; without it every replica keeps its own policy state and duplicates are not coalesced" -}}
 {{- end -}}
-{{- $hasKey := or (include "sealrelay.apnsKeySecret" .) (hasKey $v.env "APNS_AUTH_KEY") (hasKey $v.env "APNS_AUTH_KEY_FILE") -}}
-{{- $creds := dict "apns.teamId" (or $v.apns.teamId (hasKey $v.env "APNS_TEAM_ID")) "apns.keyId" (or $v.apns.keyId (hasKey $v.env "APNS_KEY_ID")) "apns.topic" (or $v.apns.topic (hasKey $v.env "APNS_TOPIC")) "apns.authKey" $hasKey -}}
+{{- $hasKey := include "sealrelay.hasApnsKey" . -}}
+{{- $creds := dict "apns.teamId" (or $v.apns.teamId (include "sealrelay.userSetsVar" (list . "APNS_TEAM_ID"))) "apns.keyId" (or $v.apns.keyId (include "sealrelay.userSetsVar" (list . "APNS_KEY_ID"))) "apns.topic" (or $v.apns.topic (include "sealrelay.userSetsVar" (list . "APNS_TOPIC"))) "apns.authKey" $hasKey -}}
 {{- $missing := list -}}
 {{- range $k, $set := $creds -}}{{- if not $set }}{{ $missing = append $missing $k }}{{ end -}}{{- end -}}
 {{- if and (gt (len $missing) 0) (lt (len $missing) 4) -}}
@@ -267,4 +337,85 @@ also present in .Values.env is left to the ConfigMap, so each name is set exactl
 {{- if le $tgp $budget -}}
 {{- fail (printf "terminationGracePeriodSeconds (%d) must exceed shutdown.delaySeconds + shutdown.graceSeconds (%d), or the relay is killed mid-drain" $tgp $budget) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* True when Redis is configured (values, env or extraEnv). */}}
+{{- define "sealrelay.hasRedis" -}}
+{{- if or .Values.redis.url .Values.redis.existingSecret (include "sealrelay.userSetsVar" (list . "REDIS_URL")) }}true{{ end -}}
+{{- end -}}
+
+{{/* True when an APNs key is configured (a Secret, or APNS_AUTH_KEY[_FILE] through env/extraEnv). */}}
+{{- define "sealrelay.hasApnsKey" -}}
+{{- if or (include "sealrelay.apnsKeySecret" .) (include "sealrelay.userSetsVar" (list . "APNS_AUTH_KEY")) (include "sealrelay.userSetsVar" (list . "APNS_AUTH_KEY_FILE")) }}true{{ end -}}
+{{- end -}}
+
+{{/*
+TCP ports the relay must reach Redis on, for the NetworkPolicy, as a comma-separated list:
+networkPolicy.egress.redisPorts, plus what a readable URL (redis.url, env.REDIS_URL, or an
+extraEnv literal) names: its host's port (6379 when absent), every node= port of a
+redis-cluster:// URL, and for redis-sentinel:// the sentinel ports (node=) plus 26379 and
+6379 (the master's usual port). A URL in an existing Secret cannot be read: redisPorts must
+then list every port (empty: 6379).
+*/}}
+{{- define "sealrelay.redisPorts" -}}
+{{- $ports := dict -}}
+{{- range .Values.networkPolicy.egress.redisPorts -}}
+{{- $_ := set $ports (toString (int .)) true -}}
+{{- end -}}
+{{- $url := .Values.redis.url | default "" -}}
+{{- $eff := include "sealrelay.effectiveVar" (list . "REDIS_URL" $url) -}}
+{{- if ne $eff "<valueFrom>" }}{{ $url = $eff }}{{ end -}}
+{{- if $url -}}
+{{- $u := urlParse $url -}}
+{{- $scheme := $u.scheme | lower -}}
+{{- $hostPort := regexReplaceAll "^.*@" (toString $u.host) "" -}}
+{{- if regexMatch ":[0-9]+$" $hostPort -}}
+{{- $_ := set $ports (regexFind "[0-9]+$" $hostPort) true -}}
+{{- else -}}
+{{- $_ := set $ports (ternary "26379" "6379" (eq $scheme "redis-sentinel")) true -}}
+{{- end -}}
+{{- range splitList "&" (toString $u.query) -}}
+{{- if hasPrefix "node=" . -}}
+{{- $node := trimPrefix "node=" . | replace "%3A" ":" | replace "%3a" ":" -}}
+{{- if regexMatch ":[0-9]+$" $node -}}
+{{- $_ := set $ports (regexFind "[0-9]+$" $node) true -}}
+{{- else -}}
+{{- $_ := set $ports (ternary "26379" "6379" (eq $scheme "redis-sentinel")) true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if eq $scheme "redis-sentinel" -}}
+{{- /* The sentinels' default port, and the master's usual one (list others in redisPorts). */ -}}
+{{- $_ := set $ports "26379" true -}}
+{{- $_ := set $ports "6379" true -}}
+{{- end -}}
+{{- end -}}
+{{- if not $ports -}}
+{{- $_ := set $ports "6379" true -}}
+{{- end -}}
+{{- $sorted := list -}}
+{{- range $p, $_ := $ports }}{{ $sorted = append $sorted (int $p) }}{{ end -}}
+{{- $sorted = sortAlpha (toStrings $sorted) -}}
+{{- join "," $sorted -}}
+{{- end -}}
+
+{{/* Labels of the helm test Pod: the chart's labels minus the pod selector, so no Service,
+PodDisruptionBudget or NetworkPolicy of the relay selects it. */}}
+{{- define "sealrelay.testLabels" -}}
+helm.sh/chart: {{ include "sealrelay.chart" . }}
+app.kubernetes.io/name: {{ printf "%s-smoke" (include "sealrelay.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: smoke-test
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: sealrelay
+{{- end -}}
+
+{{/* Whether the cluster serves prometheus-operator's API (ServiceMonitor, PrometheusRule). */}}
+{{- define "sealrelay.hasMonitoringAPI" -}}
+{{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" }}true{{ end -}}
+{{- end -}}
+
+{{/* Whether the cluster serves the Gateway API (HTTPRoute). */}}
+{{- define "sealrelay.hasGatewayAPI" -}}
+{{- if .Capabilities.APIVersions.Has "gateway.networking.k8s.io/v1" }}true{{ end -}}
 {{- end -}}

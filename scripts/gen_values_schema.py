@@ -1,0 +1,478 @@
+#!/usr/bin/env python3
+"""Generates helm/sealrelay/values.schema.json from the configuration table.
+
+The source of truth is the `vars!` table of the relay (every `src/config*.rs` and
+`src/config/**/*.rs` file is read): each row is
+
+    "NAME", Some("default") | None, "kind", "help";
+
+and `kind` says what the variable takes: `int:LO..HI`, `float:LO..HI` (LO exclusive when it
+is 0), `bool`, `enum:a|b|c`, `addr` (host:port), `url:SCHEME` (`redis`: every Redis form,
+`http`: http or https, `https`: https only), `string:MIN..MAX` (characters), `appleid` (10 of
+A-Z0-9), `path`, `secret`, `list:cidr` (comma-separated).
+
+Each variable reaches the chart in one of two ways:
+
+- **mapped**: a key of values.yaml whose `# -- NAME (...)` comment names the variable (the
+  first word after `# --`). The key gets the variable's constraint; null and "" mean "not
+  passed" (the binary's default applies) and are always allowed.
+- **chart-managed**: set through chart structure instead of a value (listen addresses from
+  the container ports, secrets mounted as files); listed in CHART_MANAGED with the reason,
+  and the structure that feeds it is constrained instead (ports, mount paths).
+
+A variable that is neither fails the generator, naming it: a new row in the table needs a
+values.yaml key with a `# -- NAME (default X)` comment, or a CHART_MANAGED entry.
+
+The rest of values.yaml is typed from its defaults (booleans stay booleans, ports integers,
+...), every object the chart defines refuses unknown keys (a typo such as `apns.teamID` is
+an error instead of being ignored), and FREEFORM objects (resources, security contexts,
+probes, ...) pass through to Kubernetes unchecked. `env` is checked too: a known variable set
+there must have its kind's form (numbers and booleans may be given as strings; ranges are only
+checked when given as numbers).
+
+    scripts/gen_values_schema.py           # writes helm/sealrelay/values.schema.json
+    scripts/gen_values_schema.py --check   # exits 1 if the committed file differs
+
+scripts/check_deploy.py imports this module (the same parser and the same schema).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART = ROOT / "helm" / "sealrelay"
+SCHEMA_PATH = CHART / "values.schema.json"
+
+# Variables set through chart structure rather than one value, with the reason. The values
+# that feed them are constrained in STRUCTURAL below.
+CHART_MANAGED: dict[str, str] = {
+    "RELAY_LISTEN": "set to <listenAddress>:<containerPorts.http> so the container port, the "
+                    "probes and the Services always agree with what the relay binds",
+    "RELAY_ADMIN_LISTEN": "set to <listenAddress>:<containerPorts.admin> for the same reason",
+    "APNS_AUTH_KEY": "a secret: comes from the Secret named by apns.authKey.existingSecret (or "
+                     "the one the chart makes from apns.authKey.value) when "
+                     "apns.authKey.mountAsFile is false, never from a plain value",
+    "APNS_AUTH_KEY_FILE": "points at the mounted key, <apns.authKey.mountPath>/"
+                          "<apns.authKey.fileName>, whenever a key Secret is configured",
+    "APNS_CA_FILE": "points at the mounted bundle, <apns.caBundle.mountPath>/<apns.caBundle.key>, "
+                    "when apns.caBundle.configMap is set",
+    "RELAY_QUEUE_KEY": "a secret: comes from the Secret named by redis.queueKey.existingSecret "
+                       "(key redis.queueKey.existingSecretKey) or the one the chart makes from "
+                       "redis.queueKey.value, never from the ConfigMap",
+}
+
+# Objects whose contents are Kubernetes structures (or free maps) the chart passes through:
+# typed as objects/arrays, their contents unchecked.
+FREEFORM = {
+    "commonLabels", "resources", "podSecurityContext", "securityContext", "startupProbe",
+    "livenessProbe", "readinessProbe", "updateStrategy", "autoscaling.behavior",
+    "nodeSelector", "affinity", "podAnnotations", "podLabels",
+    "metrics.grafanaDashboard.labels", "metrics.grafanaDashboard.annotations",
+    "metrics.serviceMonitor.labels", "metrics.prometheusRule.labels",
+    "service.annotations", "service.labels", "adminService.annotations", "adminService.labels",
+    "serviceAccount.annotations", "ingress.annotations", "ingress.labels",
+    "httpRoute.annotations", "httpRoute.labels", "tests.smoke.resources",
+    "tests.smoke.annotations",
+}
+
+PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
+ABS_PATH = {"type": "string", "pattern": "^/", "minLength": 1}
+INT_OR_PERCENT = {"anyOf": [{"type": "integer", "minimum": 0},
+                            {"type": "string", "pattern": "^[0-9]+%$"}]}
+
+# Constraints for values that are not configuration variables (or feed chart-managed ones).
+STRUCTURAL: dict[str, dict] = {
+    "replicaCount": {"type": "integer", "minimum": 0},
+    "listenAddress": {"type": "string", "minLength": 1,
+                      "description": "Address both listeners bind (RELAY_LISTEN, RELAY_ADMIN_LISTEN)."},
+    "containerPorts.http": dict(PORT, description="Port of RELAY_LISTEN (the public intake)."),
+    "containerPorts.admin": dict(PORT, description="Port of RELAY_ADMIN_LISTEN (/healthz, /readyz, /metrics)."),
+    "image.repository": {"type": "string", "minLength": 1},
+    "image.digest": {"type": "string", "pattern": "^(sha256:[0-9a-f]{64})?$"},
+    "image.pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+    "apns.authKey.mountPath": dict(ABS_PATH, description="Directory of APNS_AUTH_KEY_FILE."),
+    "apns.authKey.fileName": {"type": "string", "pattern": "^[^/]+$",
+                              "description": "File name of APNS_AUTH_KEY_FILE."},
+    "apns.authKey.secretKey": {"type": "string", "minLength": 1},
+    "apns.caBundle.mountPath": dict(ABS_PATH, description="Directory of APNS_CA_FILE."),
+    "apns.caBundle.key": {"type": "string", "pattern": "^[^/]+$",
+                          "description": "Key of the bundle, the file name of APNS_CA_FILE."},
+    "redis.existingSecretKey": {"type": "string", "minLength": 1},
+    "redis.queueKey.existingSecretKey": {"type": "string", "minLength": 1},
+    # RELAY_QUEUE_KEY's help: at least 32 characters.
+    "redis.queueKey.value": {"anyOf": [{"const": ""}, {"type": "string", "minLength": 32}],
+                             "description": "RELAY_QUEUE_KEY (unset: derived from the APNs key), stored in the chart's Secret."},
+    "terminationGracePeriodSeconds": {"type": ["integer", "null"], "minimum": 1},
+    "service.type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
+    "service.port": PORT,
+    "service.externalTrafficPolicy": {"enum": ["", "Cluster", "Local"]},
+    "adminService.port": PORT,
+    "autoscaling.minReplicas": {"type": "integer", "minimum": 1},
+    "autoscaling.maxReplicas": {"type": "integer", "minimum": 1},
+    "autoscaling.targetCPUUtilizationPercentage": {"type": ["integer", "null"], "minimum": 1, "maximum": 1000},
+    "autoscaling.targetMemoryUtilizationPercentage": {"type": ["integer", "null"], "minimum": 1, "maximum": 1000},
+    "podDisruptionBudget.maxUnavailable": {"anyOf": [*INT_OR_PERCENT["anyOf"], {"type": "null"}]},
+    "podDisruptionBudget.minAvailable": {"anyOf": [*INT_OR_PERCENT["anyOf"], {"type": "null"}]},
+    "podDisruptionBudget.unhealthyPodEvictionPolicy": {"enum": ["", "IfHealthyBudget", "AlwaysAllow"]},
+    "topologySpread.zone.whenUnsatisfiable": {"enum": ["ScheduleAnyway", "DoNotSchedule"]},
+    "topologySpread.node.whenUnsatisfiable": {"enum": ["ScheduleAnyway", "DoNotSchedule"]},
+    "networkPolicy.egress.redisPorts": {"type": "array", "items": PORT},
+    "networkPolicy.egress.otlpPorts": {"type": "array", "items": PORT},
+    "networkPolicy.egress.apnsCidrs": {"type": "array", "items": {"type": "string", "pattern": r"^[0-9a-fA-F:.]+/[0-9]{1,3}$"}},
+    "metrics.prometheusRule.runbookBaseUrl": {"type": "string", "pattern": "^https?://"},
+    "extraEnv": {"type": "array", "items": {"type": "object", "required": ["name"],
+                                            "properties": {"name": {"type": "string", "minLength": 1}}}},
+    "ingress.pathType": {"enum": ["Prefix", "Exact", "ImplementationSpecific"]},
+}
+
+VAR_COMMENT = re.compile(r"^\s*#\s*--\s+([A-Z][A-Z0-9_]*[A-Z0-9])\s+\(")
+KEY_LINE = re.compile(r"^(\s*)([A-Za-z0-9_][A-Za-z0-9_.-]*)\s*:(\s|$)")
+
+
+class SchemaError(Exception):
+    """A problem that must stop the generator (and fail check_deploy), with the reason."""
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    default: str | None
+    kind: str
+    help: str
+    source: str
+
+
+# ----------------------------------------------------------------------------------------
+# The vars! table
+# ----------------------------------------------------------------------------------------
+
+def config_sources(root: Path = ROOT) -> list[Path]:
+    src = root / "src"
+    files = sorted(set(src.glob("config*.rs")) | set((src / "config").rglob("*.rs")))
+    return [p for p in files if p.is_file()]
+
+
+def _macro_bodies(text: str) -> list[str]:
+    """The text between the braces of every `vars! { ... }` invocation (string-aware)."""
+    bodies = []
+    for m in re.finditer(r"\bvars!\s*\{", text):
+        i, depth, start = m.end(), 1, m.end()
+        in_str = False
+        while i < len(text) and depth:
+            ch = text[i]
+            if in_str:
+                if ch == "\\":
+                    i += 1
+                elif ch == '"':
+                    in_str = False
+            elif ch == '"':
+                in_str = True
+            elif ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+            i += 1
+        if depth:
+            raise SchemaError("unterminated vars! { ... } block")
+        bodies.append(text[start:i - 1])
+    return bodies
+
+
+def _unescape(s: str) -> str:
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), s)
+
+
+STR = r'"((?:[^"\\]|\\.)*)"'
+ROW = re.compile(
+    r'"([A-Z][A-Z0-9_]*)"\s*,\s*(Some\(\s*' + STR + r'\s*\)|None)\s*,\s*' + STR + r'\s*,\s*' + STR + r'\s*;',
+    re.S)
+
+
+def parse_vars(root: Path = ROOT) -> list[Var]:
+    """Every row of every vars! table, in table order. Raises SchemaError on anything odd."""
+    found: dict[str, Var] = {}
+    files = config_sources(root)
+    for path in files:
+        text = path.read_text()
+        for body in _macro_bodies(text):
+            rows = ROW.findall(body)
+            names = re.findall(r'(?:^|;)\s*"([A-Z][A-Z0-9_]*)"\s*,', body)
+            parsed = [r[0] for r in rows]
+            if sorted(names) != sorted(parsed):
+                missed = sorted(set(names) - set(parsed))
+                raise SchemaError(f"{path.relative_to(root)}: cannot parse vars! rows for {missed} "
+                                  f'(expected "NAME", Some("default") | None, "kind", "help";)')
+            for name, alt, default, kind, help_ in rows:
+                v = Var(name, None if alt == "None" else _unescape(default), _unescape(kind),
+                        _unescape(help_), str(path.relative_to(root)))
+                old = found.get(name)
+                if old and (old.default, old.kind) != (v.default, v.kind):
+                    raise SchemaError(f"{name} is defined twice, differently: {old.source} and {v.source}")
+                found.setdefault(name, v)
+    if not found:
+        where = ", ".join(str(p.relative_to(root)) for p in files) or "no src/config*.rs file"
+        raise SchemaError(f"no vars! {{ ... }} table found (read {where})")
+    return list(found.values())
+
+
+# ----------------------------------------------------------------------------------------
+# Kinds -> JSON schema
+# ----------------------------------------------------------------------------------------
+
+REDIS_SCHEMES = ["redis", "rediss", "redis-cluster", "rediss-cluster", "redis-sentinel"]
+URL_SCHEMES = {"redis": REDIS_SCHEMES, "http": ["http", "https"], "https": ["https"]}
+CIDR = r"[0-9a-fA-F:.]+/[0-9]{1,3}"
+NUMBER_TEXT = r"^-?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+)?$"
+
+
+def _range(kind: str, spec: str, conv) -> tuple:
+    m = re.fullmatch(r"(-?[0-9.]+)\.\.(-?[0-9.]+)", spec)
+    if not m:
+        raise SchemaError(f"kind {kind!r}: expected LO..HI")
+    return conv(m.group(1)), conv(m.group(2))
+
+
+def kind_schema(kind: str) -> dict:
+    """The schema of a value of this kind as the chart takes it in values.yaml."""
+    head, _, arg = kind.partition(":")
+    if head == "int":
+        lo, hi = _range(kind, arg, int)
+        return {"type": "integer", "minimum": lo, "maximum": hi}
+    if head == "float":
+        lo, hi = _range(kind, arg, float)
+        s: dict = {"type": "number", "maximum": _num(hi)}
+        if lo == 0:
+            s["exclusiveMinimum"] = 0
+        else:
+            s["minimum"] = _num(lo)
+        return s
+    if head == "bool" and not arg:
+        return {"type": "boolean"}
+    if head == "enum" and arg:
+        return {"enum": arg.split("|")}
+    if head == "addr" and not arg:
+        return {"type": "string", "pattern": r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):[0-9]{1,5}$"}
+    if head == "url" and arg in URL_SCHEMES:
+        alts = "|".join(URL_SCHEMES[arg])
+        return {"type": "string", "pattern": rf"^({alts})://[^\s/?#]+\S*$"}
+    if head == "string":
+        lo, hi = _range(kind, arg, int)
+        s = {"type": "string", "maxLength": hi}
+        if lo:
+            s["minLength"] = lo
+        return s
+    if head == "appleid" and not arg:
+        return {"type": "string", "pattern": "^[A-Z0-9]{10}$"}
+    if head in ("path", "secret") and not arg:
+        return {"type": "string", "minLength": 1}
+    if head == "list" and arg == "cidr":
+        return {"anyOf": [{"type": "array", "items": {"type": "string", "pattern": f"^{CIDR}$"}},
+                          {"type": "string", "pattern": rf"^{CIDR}(\s*,\s*{CIDR})*$"}]}
+    raise SchemaError(f"unknown kind {kind!r} (the generator knows int:LO..HI, float:LO..HI, bool, "
+                      f"enum:a|b, addr, url:redis|http|https, string:MIN..MAX, appleid, path, secret, "
+                      f"list:cidr): teach scripts/gen_values_schema.py the new kind")
+
+
+def env_schema(var: Var) -> dict:
+    """The schema of the variable given as `env: {NAME: value}` (a string, or a YAML scalar)."""
+    head, _, arg = var.kind.partition(":")
+    if head == "int":
+        lo, hi = _range(var.kind, arg, int)
+        s = {"type": ["integer", "string"], "minimum": lo, "maximum": hi, "pattern": "^-?[0-9]+$"}
+    elif head == "float":
+        s = dict(kind_schema(var.kind), type=["number", "string"], pattern=NUMBER_TEXT)
+    elif head == "bool":
+        s = {"enum": [True, False, "true", "false", "1", "0"]}
+    elif head == "list":
+        s = {"type": "string", "pattern": rf"^{CIDR}(\s*,\s*{CIDR})*$"}
+    else:
+        s = kind_schema(var.kind)
+    if var.default is None:
+        # An empty value of an unset-by-default variable leaves it unset.
+        s = {"anyOf": [{"const": ""}, s]}
+    return dict(s, description=f"{var.name}: {var.help}")
+
+
+def _num(x: float):
+    return int(x) if float(x).is_integer() else x
+
+
+def nullable(schema: dict) -> dict:
+    """null and "" mean "not passed": allowed for every mapped value."""
+    alts = [{"type": "null"}, {"const": ""}]
+    inner = schema["anyOf"] if set(schema) == {"anyOf"} else [schema]
+    return {"anyOf": alts + inner}
+
+
+# ----------------------------------------------------------------------------------------
+# values.yaml -> which key takes which variable
+# ----------------------------------------------------------------------------------------
+
+def values_var_paths(values_text: str) -> dict[str, str]:
+    """VARIABLE -> dotted values path, from `# -- VARIABLE (...)` comments above keys."""
+    out: dict[str, str] = {}
+    stack: list[tuple[int, str]] = []
+    pending: str | None = None
+    for lineno, line in enumerate(values_text.splitlines(), 1):
+        m = VAR_COMMENT.match(line)
+        if m:
+            pending = m.group(1)
+            continue
+        if line.strip().startswith("#") or not line.strip():
+            continue
+        k = KEY_LINE.match(line)
+        if not k:
+            pending = None
+            continue
+        indent = len(k.group(1))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        path = ".".join([s for _, s in stack] + [k.group(2)])
+        stack.append((indent, k.group(2)))
+        if pending:
+            if pending in out:
+                raise SchemaError(f"values.yaml line {lineno}: {pending} is named by the comments of "
+                                  f"both {out[pending]} and {path}")
+            out[pending] = path
+            pending = None
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# The schema
+# ----------------------------------------------------------------------------------------
+
+def _infer(value, path: str) -> dict:
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, int):
+        return {"type": "integer"}
+    if isinstance(value, float):
+        return {"type": "number"}
+    if isinstance(value, str):
+        return {"type": "string"}
+    if isinstance(value, list):
+        return {"type": "array"}
+    if isinstance(value, dict):
+        return {"type": "object"}
+    return {}  # null default: anything
+
+
+def mapping(vars_: list[Var], values_text: str) -> tuple[dict[str, str], list[str]]:
+    """(VARIABLE -> values path, problems). Every variable must be mapped or chart-managed."""
+    paths = values_var_paths(values_text)
+    known = {v.name for v in vars_}
+    problems = []
+    for v in vars_:
+        if v.name in paths and v.name in CHART_MANAGED:
+            problems.append(f"{v.name} is both mapped (values.yaml {paths[v.name]}) and listed in CHART_MANAGED")
+        elif v.name not in paths and v.name not in CHART_MANAGED:
+            problems.append(f"{v.name} ({v.source}, kind {v.kind}) is not mapped: add a values.yaml key "
+                            f"with a `# -- {v.name} (default ...)` comment above it and wire it in "
+                            f"templates/_helpers.tpl, or list it in CHART_MANAGED in "
+                            f"scripts/gen_values_schema.py with the reason")
+    for name, path in sorted(paths.items()):
+        if name not in known:
+            problems.append(f"values.yaml {path} names {name}, which is not in the vars! table")
+    for name in sorted(set(CHART_MANAGED) - known):
+        problems.append(f"CHART_MANAGED lists {name}, which is not in the vars! table")
+    return {n: p for n, p in paths.items() if n in known}, problems
+
+
+def build_schema(vars_: list[Var], values_text: str) -> dict:
+    values = yaml.safe_load(values_text) or {}
+    paths, problems = mapping(vars_, values_text)
+    if problems:
+        raise SchemaError("\n".join(problems))
+    by_path = {p: next(v for v in vars_ if v.name == n) for n, p in paths.items()}
+    for p in list(by_path) + list(STRUCTURAL):
+        if _lookup(values, p) is _MISSING:
+            raise SchemaError(f"values.yaml has no key {p} (named by "
+                              f"{'the comment of ' + by_path[p].name if p in by_path else 'STRUCTURAL'})")
+
+    def node(value, path: str) -> dict:
+        if path in by_path:
+            v = by_path[path]
+            s = nullable(kind_schema(v.kind))
+            default = "unset" if v.default is None else f"default {v.default}"
+            return dict(s, description=f"{v.name} ({default}): {v.help}")
+        if path in STRUCTURAL:
+            return dict(STRUCTURAL[path])
+        if path == "env":
+            return {
+                "type": "object",
+                "description": "Extra or overriding environment variables, NAME: value. Known "
+                               "variables must have their kind's form.",
+                "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
+                "properties": {v.name: env_schema(v) for v in vars_},
+                "additionalProperties": {"type": ["string", "number", "boolean"]},
+            }
+        if path in FREEFORM or not isinstance(value, dict) or not value:
+            return _infer(value, path)
+        return {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {k: node(v, f"{path}.{k}" if path else k) for k, v in value.items()},
+        }
+
+    top = node(values, "")
+    top["properties"]["global"] = {"type": "object", "description": "Umbrella-chart globals (unused)."}
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "$comment": "Generated by scripts/gen_values_schema.py from the vars! table in src/config*.rs "
+                    "and helm/sealrelay/values.yaml; do not edit by hand.",
+        "title": "sealrelay chart values",
+        **top,
+    }
+
+
+_MISSING = object()
+
+
+def _lookup(values: dict, path: str):
+    node = values
+    for seg in path.split("."):
+        if not isinstance(node, dict) or seg not in node:
+            return _MISSING
+        node = node[seg]
+    return node
+
+
+def render(schema: dict) -> str:
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+
+
+def generate(root: Path = ROOT) -> str:
+    vars_ = parse_vars(root)
+    return render(build_schema(vars_, (root / "helm" / "sealrelay" / "values.yaml").read_text()))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="compare with the committed file instead of writing it")
+    args = ap.parse_args()
+    try:
+        text = generate()
+    except SchemaError as e:
+        print(f"gen_values_schema: {e}", file=sys.stderr)
+        return 1
+    if args.check:
+        if not SCHEMA_PATH.exists() or SCHEMA_PATH.read_text() != text:
+            print(f"{SCHEMA_PATH.relative_to(ROOT)} is stale: run scripts/gen_values_schema.py", file=sys.stderr)
+            return 1
+        return 0
+    SCHEMA_PATH.write_text(text)
+    print(f"wrote {SCHEMA_PATH.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
