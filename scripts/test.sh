@@ -17,8 +17,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
-# Debian's redis-server package may start a server on 6379; the tests start their own.
-pkill -x redis-server >/dev/null 2>&1 || true
+# (Debian's redis-server package may start a server of its own on 6379; the tests never use
+# it: they start their own servers on ports they hold, and stop only those, by process id.)
 
 # Deployment artifacts (k8s/, helm/, grafana/, Dockerfile) against the source. It also
 # fetches promtool (from Debian's prometheus package, without installing the package) into
@@ -36,10 +36,12 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import cronstable, na
 fi
 export SEALRELAY_E2E_PYTHON="$PWD/$venv/bin/python"
 
-if ! command -v cargo-nextest >/dev/null 2>&1; then
-  log "installing cargo-nextest"
-  cargo install --locked cargo-nextest
+# cargo-nextest at the version the suite is run with (what the CI machines carry).
+NEXTEST_VERSION=0.9.143
+if ! cargo nextest --version 2>/dev/null | grep -q "^cargo-nextest $NEXTEST_VERSION "; then
+  log "installing cargo-nextest $NEXTEST_VERSION"
+  cargo install --locked cargo-nextest --version "$NEXTEST_VERSION"
 fi
 
 log "cargo nextest run"
-cargo nextest run --locked --profile ci --run-ignored all "$@"
+cargo nextest run --workspace --locked --profile ci --run-ignored all "$@"
