@@ -19,13 +19,18 @@ ENV CARGO_TERM_COLOR=never \
     CARGO_INCREMENTAL=0 \
     CARGO_NET_RETRY=5
 
-# Dependencies first: a stub crate with the real manifest and lock file builds every
-# dependency. The layer is reused until Cargo.toml or Cargo.lock changes.
+# Dependencies first: stub crates with the real manifests and lock file build every
+# dependency of the relay. The layer is reused until a manifest or Cargo.lock changes. The
+# workspace's other members (the test kit and the benchmark tools) are present as stubs only
+# so the workspace resolves; nothing of theirs is built into the image.
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir src \
+COPY crates/testkit/Cargo.toml crates/testkit/
+COPY crates/bench/Cargo.toml crates/bench/
+RUN mkdir -p src crates/testkit/src crates/bench/src/bin \
     && echo 'fn main() {}' > src/main.rs \
-    && touch src/lib.rs \
-    && cargo build --release --locked \
+    && touch src/lib.rs crates/testkit/src/lib.rs \
+    && for b in relay-bench bench-intake mock-apns; do echo 'fn main() {}' > "crates/bench/src/bin/$b.rs"; done \
+    && cargo build --release --locked -p sealrelay \
     && rm -rf src \
         target/release/sealrelay* \
         target/release/deps/sealrelay-* target/release/deps/libsealrelay-* \
@@ -38,7 +43,7 @@ COPY src ./src
 # Reported by the sealrelay_build_info{version,git_sha} metric.
 ARG GIT_SHA=unknown
 ENV SEALRELAY_GIT_SHA=${GIT_SHA}
-RUN cargo build --release --locked \
+RUN cargo build --release --locked -p sealrelay \
     && install -D -m 0755 target/release/sealrelay /out/sealrelay \
     && /out/sealrelay --version
 

@@ -15,12 +15,12 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn cli() -> Command {
     let mut cmd = Command::new("sealrelay")
         .version(env!("CARGO_PKG_VERSION"))
-        .about("Push relay for cronstable: forwards sealed alerts to APNs. Every flag is also an environment variable.")
+        .about("Push relay: forwards sealed alerts to APNs. Every flag is also an environment variable.")
         .subcommand(Command::new("serve").about("Serve (the default)"))
         .subcommand(Command::new("check-config").about("Validate the configuration and exit 0 or 1 with the reasons"))
         .subcommand(
             Command::new("smoke")
-                .about("POST one well-formed envelope with a synthetic device token and print the answer")
+                .about("POST one well-formed envelope for a random device; exit 0 on a healthy answer (410 BadDeviceToken against real credentials, 202 forwarded in dry run)")
                 .arg(Arg::new("url").required(true).help("The relay's URL, e.g. http://127.0.0.1:8080/")),
         );
     for v in VARS {
@@ -54,8 +54,8 @@ fn main() -> ExitCode {
         .collect();
     // The trace exporter reads the standard OTEL_* variables from the environment; a value
     // given as a flag must reach it the same way. No other thread runs yet.
-    for name in ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME"] {
-        if let Some(v) = values.get(name) {
+    for (name, v) in &values {
+        if name.starts_with("OTEL_") {
             std::env::set_var(name, v);
         }
     }
@@ -74,10 +74,15 @@ fn main() -> ExitCode {
 
     if let Some(("smoke", sub)) = matches.subcommand() {
         let url = sub.get_one::<String>("url").expect("required");
-        return match runtime.block_on(sealrelay::smoke::run(url)) {
+        return match runtime.block_on(sealrelay::cli::smoke::run(url)) {
             Ok((status, body)) => {
                 println!("{status} {body}");
-                ExitCode::SUCCESS
+                if sealrelay::cli::smoke::healthy(status, &body) {
+                    ExitCode::SUCCESS
+                } else {
+                    eprintln!("sealrelay smoke: not a healthy answer (healthy: 410 BadDeviceToken with real credentials, 202 forwarded in dry run)");
+                    ExitCode::FAILURE
+                }
             }
             Err(e) => {
                 eprintln!("sealrelay smoke: {e}");
@@ -98,40 +103,13 @@ fn main() -> ExitCode {
     };
 
     if let Some(("check-config", _)) = matches.subcommand() {
-        println!("configuration is valid");
-        println!("  listen: {}  admin: {}", cfg.listen, cfg.admin_listen);
-        println!(
-            "  store: {}",
-            if cfg.redis.is_some() {
-                "redis"
-            } else {
-                "in-process"
-            }
-        );
-        println!(
-            "  delivery: {}",
-            match &cfg.delivery {
-                sealrelay::config::Delivery::Apns(c) =>
-                    format!("APNs, topic {}, environment {:?}", c.topic, cfg.environment),
-                sealrelay::config::Delivery::DryRun => "dry run (logged, not sent)".to_owned(),
-                sealrelay::config::Delivery::Unconfigured =>
-                    "none (forwards answer 502)".to_owned(),
-            }
-        );
+        println!("{}", cfg.summary());
         return ExitCode::SUCCESS;
     }
 
-    let _telemetry = match runtime.block_on(async { sealrelay::telemetry::init(&cfg) }) {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("sealrelay: {e:#}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(sealrelay::app::run(cfg)) {
+    match runtime.block_on(sealrelay::app::serve(cfg)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!(error = %e, "sealrelay stopped");
             eprintln!("sealrelay: {e:#}");
             ExitCode::FAILURE
         }

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use common::*;
 use sealrelay::clock::Clock;
-use sealrelay::mock_apns::Reply;
 use serde_json::json;
 
 #[tokio::test]
@@ -104,41 +103,101 @@ async fn body_over_8192_bytes_is_413_declared_or_discovered() {
     );
 }
 
+/// Every validation failure answers the hosted reference relay's exact bytes (DESIGN.md's
+/// error-text table), names the field, fits the daemon's 512-byte log excerpt, and changes
+/// nothing.
 #[tokio::test]
-async fn invalid_envelopes_are_400_naming_the_field_and_change_nothing() {
+async fn invalid_envelopes_are_400_with_the_reference_texts_and_change_nothing() {
     let h = Harness::start().await;
+    let with = |field: &str, v: serde_json::Value| {
+        let mut e = envelope(&device(1), &id(1));
+        e[field] = v;
+        serde_json::to_vec(&e).unwrap()
+    };
+    let without = |field: &str| {
+        let mut e = envelope(&device(1), &id(1));
+        e.as_object_mut().unwrap().remove(field);
+        serde_json::to_vec(&e).unwrap()
+    };
     let cases = [
-        (b"nope".to_vec(), "body is not a JSON object"),
-        (b"[]".to_vec(), "body is not a JSON object"),
-        (serde_json::to_vec(&json!({"v": 2})).unwrap(), "v must be 1"),
+        (b"nope".to_vec(), "body is not valid JSON"),
+        (b"{\"v\":1".to_vec(), "body is not valid JSON"),
+        (b"[]".to_vec(), "body must be a JSON object"),
+        (b"\"text\"".to_vec(), "body must be a JSON object"),
         (
-            serde_json::to_vec(&{
-                let mut e = envelope(&device(1), &id(1));
-                e["ciphertext"] = json!("A".repeat(3804));
-                e
-            })
-            .unwrap(),
+            with("v", json!(2)),
+            "unsupported protocol version (expected v: 1)",
+        ),
+        (
+            with("v", json!("1")),
+            "unsupported protocol version (expected v: 1)",
+        ),
+        (
+            with("device", json!("not-hex")),
+            "device must be a hex APNs device token",
+        ),
+        (with("suite", json!(null)), "suite must be a string"),
+        (with("suite", json!(25519)), "suite must be a string"),
+        (
+            with("suite", json!("X25519")),
+            "suite is not a valid suite identifier",
+        ),
+        (without("ciphertext"), "ciphertext is required"),
+        (with("ciphertext", json!("")), "ciphertext is required"),
+        (
+            with("ciphertext", json!("A".repeat(3804))),
             "ciphertext exceeds 3800 characters",
         ),
         (
-            serde_json::to_vec(&{
-                let mut e = envelope(&device(1), &id(1));
-                e["collapseId"] = json!("XYZ");
-                e
-            })
-            .unwrap(),
+            with("ciphertext", json!("not base64!!")),
+            "ciphertext is not a base64 sealed box",
+        ),
+        (
+            with("ciphertext", json!("A".repeat(64))),
+            "ciphertext is not a base64 sealed box",
+        ),
+        (
+            with("collapseId", json!("XYZ")),
             "collapseId must be 32 lowercase hex characters",
         ),
+        (
+            with("flapId", json!(7)),
+            "flapId must be 32 lowercase hex characters",
+        ),
+        (
+            with("priority", json!("urgent")),
+            r#"priority must be "time-sensitive" or "passive""#,
+        ),
+        (with("event", json!("false")), "event must be a boolean"),
     ];
     for (body, error) in cases {
         let r = h.request("POST", "/", body).await;
-        assert_eq!(r.status, 400);
-        assert_eq!(r.json(), json!({"v": 1, "error": error}));
+        assert_eq!(r.status, 400, "{error}");
+        assert_eq!(
+            r.body,
+            serde_json::to_string(&json!({"v": 1, "error": error})).unwrap()
+        );
+        assert_eq!(r.header("content-type"), Some("application/json"));
         assert!(r.body.len() < 512);
     }
     assert!(h.prod.received().is_empty());
     // Nothing was recorded: the same alert, valid now, is forwarded.
     assert_eq!(h.post(&envelope(&device(1), &id(1))).await.status, 202);
+}
+
+/// A daemon fits ciphertexts to 3800; after a 400 that names `ciphertext` it re-fits to
+/// 3000 and posts once more, and that post goes through.
+#[tokio::test]
+async fn the_three_thousand_character_refit_still_works() {
+    let h = Harness::start().await;
+    let mut e = envelope(&device(2), &id(2));
+    e["ciphertext"] = json!("A".repeat(3804));
+    let r = h.post(&e).await;
+    assert_eq!(r.status, 400);
+    assert!(r.json()["error"].as_str().unwrap().contains("ciphertext"));
+    e["ciphertext"] = json!("A".repeat(3000));
+    assert_eq!(h.post(&e).await.status, 202);
+    assert_eq!(h.prod.received().len(), 1);
 }
 
 #[tokio::test]

@@ -9,10 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::process::RelayProcess;
-use common::redis::RedisServer;
+
 use common::*;
 use sealrelay::clock::Clock;
-use sealrelay::mock_apns::Reply;
 
 async fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
@@ -200,10 +199,7 @@ async fn redis_outage_under_load_degrades_without_5xx() {
         )
         .await,
     );
-    wait_until("ready", Duration::from_secs(20), || {
-        h.relay.relay.store().ready()
-    })
-    .await;
+    wait_until("ready", Duration::from_secs(20), || h.relay.store_ready()).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut workers = Vec::new();
     for w in 0..4u32 {
@@ -224,10 +220,7 @@ async fn redis_outage_under_load_degrades_without_5xx() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let stopped = Instant::now();
     redis.lock().unwrap().stop();
-    wait_until("degraded", Duration::from_secs(5), || {
-        h.relay.relay.store().degraded()
-    })
-    .await;
+    wait_until("degraded", Duration::from_secs(5), || h.relay.degraded()).await;
     let to_degraded = stopped.elapsed();
     let r = h.admin("/readyz").await;
     assert_eq!(r.status, 200, "readyz stays 200 while degraded");
@@ -235,10 +228,7 @@ async fn redis_outage_under_load_degrades_without_5xx() {
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let restarted = Instant::now();
     redis.lock().unwrap().restart();
-    wait_until("recovered", Duration::from_secs(20), || {
-        !h.relay.relay.store().degraded()
-    })
-    .await;
+    wait_until("recovered", Duration::from_secs(20), || !h.relay.degraded()).await;
     let to_recovered = restarted.elapsed();
     tokio::time::sleep(Duration::from_millis(500)).await;
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -392,7 +382,7 @@ async fn a_busy_clients_bucket_is_shared_in_redis() {
     let a = Harness::with(opts()).await;
     let b = Harness::with(opts()).await;
     wait_until("ready", Duration::from_secs(20), || {
-        a.relay.relay.store().ready() && b.relay.relay.store().ready()
+        a.relay.store_ready() && b.relay.store_ready()
     })
     .await;
     let mut accepted = 0;

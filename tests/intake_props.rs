@@ -3,28 +3,29 @@
 mod common;
 
 use axum::body::Body;
+use common::config;
 use proptest::prelude::*;
+use sealrelay::app::App;
 use sealrelay::clock::Clock;
-use sealrelay::relay::Relay;
-use sealrelay::store::Store;
 use serde_json::json;
 use std::sync::Arc;
 use tower::ServiceExt;
 
-fn relay() -> Arc<Relay> {
-    let mut cfg = sealrelay::config::Config::for_tests();
-    cfg.delivery = sealrelay::config::Delivery::DryRun;
-    let store = Store::memory(cfg.policy.clone());
-    Arc::new(Relay::new(cfg, store, Clock::System).unwrap())
+/// A dry-run relay on the in-process store, driven without a socket.
+fn relay(rt: &tokio::runtime::Runtime) -> Arc<App> {
+    let cfg = config(&[("RELAY_DRY_RUN".to_owned(), "true".to_owned())]);
+    let _guard = rt.enter();
+    Arc::new(App::build(cfg, Clock::System).unwrap())
 }
 
-fn status_of(rt: &tokio::runtime::Runtime, relay: &Arc<Relay>, body: Vec<u8>) -> u16 {
+fn status_of(rt: &tokio::runtime::Runtime, relay: &Arc<App>, body: Vec<u8>) -> u16 {
     rt.block_on(async {
         let req = axum::http::Request::post("/")
             .header("content-type", "application/json")
             .body(Body::from(body))
             .unwrap();
-        sealrelay::http::router(relay.clone())
+        relay
+            .public_router()
             .oneshot(req)
             .await
             .unwrap()
@@ -59,14 +60,14 @@ proptest! {
     #[test]
     fn arbitrary_bytes(body in prop::collection::vec(any::<u8>(), 0..9000)) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let s = status_of(&rt, &relay(), body);
+        let s = status_of(&rt, &relay(&rt), body);
         prop_assert!((200..500).contains(&s), "status {s}");
     }
 
     #[test]
     fn arbitrary_json(v in json_value()) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let s = status_of(&rt, &relay(), serde_json::to_vec(&v).unwrap());
+        let s = status_of(&rt, &relay(&rt), serde_json::to_vec(&v).unwrap());
         prop_assert_eq!(s, 400);
     }
 
@@ -75,7 +76,7 @@ proptest! {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mut e = common::envelope(&common::device(1), &common::id(1));
         e[field] = v;
-        let s = status_of(&rt, &relay(), serde_json::to_vec(&e).unwrap());
+        let s = status_of(&rt, &relay(&rt), serde_json::to_vec(&e).unwrap());
         prop_assert!(s == 202 || s == 400, "status {s}");
     }
 }

@@ -13,7 +13,6 @@ use common::*;
 use http_body_util::{BodyExt, Full};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use prost::Message;
-use sealrelay::mock_apns::Reply;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs promtool (Debian package prometheus); scripts/test.sh installs it and runs ignored tests"]
@@ -116,8 +115,8 @@ async fn otlp_receiver() -> (SocketAddr, Spans) {
 fn relay_process_vars(
     pki: &Pki,
     key: &AuthKey,
-    prod: &sealrelay::mock_apns::MockApns,
-    sandbox: &sealrelay::mock_apns::MockApns,
+    prod: &MockApns,
+    sandbox: &MockApns,
 ) -> Vec<(String, String)> {
     let mut vars = relay_vars(pki, key, prod, sandbox);
     vars.retain(|(k, _)| k != "RELAY_LISTEN" && k != "RELAY_ADMIN_LISTEN");
@@ -125,10 +124,7 @@ fn relay_process_vars(
 }
 
 fn sigterm(pid: u32) {
-    extern "C" {
-        fn kill(pid: i32, sig: i32) -> i32;
-    }
-    unsafe { kill(pid as i32, 15) };
+    sealrelay_testkit::process::send_signal(pid, sealrelay_testkit::process::SIGTERM);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,9 +3,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+use sealrelay_testkit::process::{ChildProcess, SIGTERM};
 
 use common::*;
 
@@ -59,56 +60,36 @@ fn serving_refuses_a_bad_configuration() {
     );
 }
 
-/// Starts the binary in dry-run mode on free ports; returns the child and its public port.
-fn spawn_dry_run() -> (
-    std::process::Child,
-    u16,
-    u16,
-    std::sync::mpsc::Receiver<String>,
-) {
-    let port = free_port();
-    let admin = free_port();
-    let mut child = bin()
-        .env("RELAY_LISTEN", format!("127.0.0.1:{port}"))
-        .env("RELAY_ADMIN_LISTEN", format!("127.0.0.1:{admin}"))
+/// Starts the binary in dry-run mode on ports it binds itself; returns the child and the
+/// ports from its start-up line.
+fn spawn_dry_run() -> (ChildProcess, u16, u16) {
+    let mut cmd = bin();
+    cmd.env("RELAY_LISTEN", "127.0.0.1:0")
+        .env("RELAY_ADMIN_LISTEN", "127.0.0.1:0")
         .env("RELAY_DRY_RUN", "true")
         .env("RELAY_SHUTDOWN_DELAY_S", "0")
-        .env("RELAY_REPLICA_NAME", "replica-under-test")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    for stream in [
-        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().unwrap()),
-    ] {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-    }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "relay did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (child, port, admin, rx)
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+        .env("RELAY_REPLICA_NAME", "replica-under-test");
+    let child = ChildProcess::spawn(cmd, false).unwrap();
+    let line = child
+        .wait_for_line(Duration::from_secs(20), |l| l.contains("sealrelay serving"))
+        .expect("start-up line");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let port = |f: &str| -> u16 {
+        v[f].as_str()
+            .unwrap()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (public, admin) = (port("addr"), port("admin_addr"));
+    (child, public, admin)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn smoke_logs_and_sigterm() {
-    let (mut child, port, _admin, logs) = spawn_dry_run();
+    let (mut child, port, _admin) = spawn_dry_run();
     // The smoke subcommand against the running relay.
     let out = bin()
         .args(["smoke", &format!("http://127.0.0.1:{port}/")])
@@ -140,18 +121,16 @@ async fn smoke_logs_and_sigterm() {
     .await;
     assert_eq!(r.status, 202);
 
-    unsafe { libc_kill(child.id() as i32, 15) };
-    let status = child.wait().unwrap();
-    assert!(status.success(), "exit after SIGTERM: {status:?}");
+    child.signal(SIGTERM);
+    let status = child.wait_exit(Duration::from_secs(20));
+    assert_eq!(status, Some(0), "exit after SIGTERM");
 
-    let lines: Vec<String> = logs.try_iter().collect();
+    let lines: Vec<String> = child.lines();
     let all = lines.join("\n");
     assert!(!all.contains(&token), "token in logs");
     assert!(!all.contains(&ciphertext[..40]), "ciphertext in logs");
     assert!(!all.contains(&id(1234)), "whole collapse id in logs");
-    let hash8 = sealrelay::envelope::DeviceToken::parse(&token)
-        .unwrap()
-        .hash8();
+    let hash8 = hash8(&token);
     let line = lines
         .iter()
         .find(|l| l.contains(&hash8) && l.contains("\"outcome\""))
@@ -170,7 +149,8 @@ async fn smoke_logs_and_sigterm() {
     );
 }
 
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
+/// How logs name a device: the first 8 hex characters of SHA-256 of its token.
+fn hash8(token: &str) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    d.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -5,7 +5,6 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::redis::{free_port, RedisServer};
 use common::*;
 
 async fn wait_ready(h: &Harness) {
@@ -56,10 +55,12 @@ async fn one_redis_call_per_forwarded_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reject_mode_answers_503_within_the_timeout() {
-    let port = free_port();
+    // A port that is ours: a server started there, stopped before the relay starts.
+    let mut redis = RedisServer::start();
+    redis.stop();
     let h = Harness::with(
         Options::default()
-            .var("REDIS_URL", &format!("redis://127.0.0.1:{port}"))
+            .var("REDIS_URL", &redis.url())
             .var("RELAY_REDIS_TIMEOUT_MS", "200")
             .var("RELAY_REDIS_FAILURE", "reject"),
     )
@@ -83,7 +84,7 @@ async fn reject_mode_answers_503_within_the_timeout() {
     assert!(h.prod.received().is_empty());
 
     // Redis comes up: the relay connects by itself and serves.
-    let mut redis = RedisServer::start_with(port, &[]);
+    redis.restart();
     wait_ready(&h).await;
     assert_eq!(h.post(&envelope(&device(1), &id(1))).await.status, 202);
 

@@ -8,15 +8,13 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use common::process::RelayProcess;
-use common::redis::{RedisCluster, RedisServer};
+
 use common::*;
-use sealrelay::envelope::DeviceToken;
-use sealrelay::mock_apns::Reply;
 use serde_json::json;
 
 struct Setup {
-    prod: sealrelay::mock_apns::MockApns,
-    sandbox: sealrelay::mock_apns::MockApns,
+    prod: MockApns,
+    sandbox: MockApns,
     relays: Vec<RelayProcess>,
     client: hyper_util::client::legacy::Client<
         hyper_util::client::legacy::connect::HttpConnector,
@@ -66,11 +64,18 @@ impl Setup {
     }
 }
 
+/// A device's key in Redis: its hash tag is the first 32 hex characters of SHA-256 of the
+/// (lowercase) token.
 fn store_key(device: &str) -> String {
-    format!(
-        "{PREFIX}{{{}}}",
-        DeviceToken::parse(device).unwrap().store_key()
-    )
+    let d = ring::digest::digest(
+        &ring::digest::SHA256,
+        device.to_ascii_lowercase().as_bytes(),
+    );
+    let hex: String = d.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{PREFIX}{{{hex}}}")
 }
 
 /// Runs every replica scenario; `devices` are the device numbers used for the coalescing

@@ -1,28 +1,41 @@
-//! Where policy state and the retry queue live: in process ([`memory`]) or in Redis
-//! ([`redis`], [`crate::queue::RedisQueue`]).
+//! Where shared state lives: in process ([`memory`]) or in Redis ([`redis`]), behind one
+//! facade, [`Store`].
 //!
-//! Both stores run the same policy (`crate::policy`) atomically per device: the in-memory
-//! store under a lock, the Redis store as one Lua script. The relay sees one [`Store`]:
-//! [`Store::admit`] before the APNs call, [`Store::rollback`] if APNs refuses the forward,
-//! [`Store::remember_env`] when a device turns out to live on the other APNs environment,
-//! [`Store::hold`]/[`Store::release`] around a queued forward, [`Store::bury`] for a dead
-//! token, and the retry queue's [`Store::enqueue`], [`Store::claim`] and [`Store::ack`].
+//! - **Policy state**: both stores run the same policy ([`crate::policy`]) atomically per
+//!   device: the in-memory store under a lock, the Redis store as one Lua script.
+//!   [`Store::admit`] before the APNs call, [`Store::rollback`] if APNs refuses the forward,
+//!   [`Store::remember_env`] when a device turns out to live on the other environment,
+//!   [`Store::hold`]/[`Store::release`] around a queued forward, [`Store::bury`] for a dead
+//!   token, [`Store::client_take`] for a busy client's shared bucket.
+//! - **The retry queue** ([`queue`]): [`Store::enqueue`], [`Store::claim`],
+//!   [`Store::reschedule`], [`Store::ack`]; claims are fenced, items sealed.
+//! - **Fan-out** ([`fanout`]): "tell every replica", for live streams.
 //!
 //! **Redis outages.** With `RELAY_REDIS_FAILURE=degrade` (the default) a Redis error or
-//! timeout switches this replica to its in-process store at once: paging goes on with
-//! per-replica decisions, the degraded gauge is set, one line is logged, and a background
-//! probe switches back when Redis answers again. With `reject` the request is answered 503.
+//! timeout on a policy operation switches this replica to its in-process store at once:
+//! paging goes on with per-replica decisions, the degraded gauge is set, one line is logged,
+//! and a background probe switches back when Redis answers again. Retry items queued in
+//! process meanwhile are handed to Redis when it answers again and at shutdown
+//! ([`Store::flush_local_queue`]). With `reject` the request is answered 503.
+//!
+//! Round trips: one per admission on the happy path; the others happen only on their
+//! events (a refusal, a queued forward, a fallback, a busy client).
 
+pub mod fanout;
 pub mod memory;
+pub mod queue;
 pub mod redis;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::envelope::DeviceToken;
-use crate::policy::{DeadReason, Decision, Environment, Policy, Ticket};
-use crate::queue::{MemoryQueue, Pending, RedisQueue, SHARDS};
+use crate::device::{DeviceToken, Environment};
+use crate::metrics;
+use crate::policy::{DeadReason, Decision, Policy, Ticket};
+use memory::queue::MemoryQueue;
+use queue::{Claimed, Fenced, Pending};
+use redis::queue::{RedisQueue, ShardStats, SHARDS};
 
 /// The answer to an admission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +52,9 @@ pub enum StoreError {
     /// Redis answered with an error, or not at all within the timeout.
     #[error("redis: {0}")]
     Redis(String),
+    /// The retry queue shard is full ([`queue::SHARD_CAP`]).
+    #[error("the retry queue is full")]
+    Full,
 }
 
 /// `RELAY_REDIS_FAILURE`: what a replica does when Redis fails.
@@ -50,6 +66,45 @@ pub enum RedisFailure {
     Reject,
 }
 
+/// The store's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Redis, or the in-process store when `None`.
+    pub redis: Option<redis::RedisSettings>,
+    /// What a replica does when Redis fails.
+    pub on_failure: RedisFailure,
+    /// The retry queue's sealing key (from `RELAY_QUEUE_KEY` or the APNs key); without one
+    /// nothing is queued in Redis.
+    pub queue_key: Option<queue::QueueKey>,
+}
+
+/// Which queue a claimed item came from, so it is settled where it lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// This replica's in-process queue.
+    Local,
+    /// The shared queue in Redis.
+    Shared,
+}
+
+/// A claimed retry item, with where it lives.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    /// The item and its fencing token.
+    pub claimed: Claimed,
+    /// Where it lives.
+    pub origin: Origin,
+}
+
+/// The retry queue's numbers, for the gauges.
+#[derive(Debug, Clone, Default)]
+pub struct QueueStats {
+    /// This replica's in-process queue: depth and the oldest acceptance.
+    pub local: (usize, Option<i64>),
+    /// The shared queue, when there is one and Redis answered.
+    pub shared: Option<Result<ShardStats, String>>,
+}
+
 /// Redis, when configured, and what to do when it fails.
 #[derive(Debug)]
 struct Shared {
@@ -57,14 +112,34 @@ struct Shared {
     queue: Option<RedisQueue>,
     on_failure: RedisFailure,
     degraded: Arc<AtomicBool>,
+    /// Set by the recovery probe: Redis answers again, the local queue should be handed over.
+    recovered: Arc<AtomicBool>,
 }
 
-/// The policy state and retry queue the relay uses.
+/// Every store operation's name, for the metrics registered at start-up.
+pub const OPS: &[&str] = &[
+    "admit",
+    "rollback",
+    "remember_env",
+    "hold",
+    "release",
+    "bury",
+    "client",
+    "queue_put",
+    "queue_claim",
+    "queue_ack",
+    "queue_depth",
+    "fanout_publish",
+    "fanout_subscribe",
+];
+
+/// The state the relay uses.
 #[derive(Debug)]
 pub struct Store {
     memory: memory::MemoryStore,
     memory_queue: MemoryQueue,
     redis: Option<Shared>,
+    fanout: fanout::Fanout,
     next_shard: AtomicUsize,
 }
 
@@ -75,14 +150,17 @@ impl Store {
             memory: memory::MemoryStore::new(policy),
             memory_queue: MemoryQueue::default(),
             redis: None,
+            fanout: fanout::Fanout::memory(),
             next_shard: AtomicUsize::new(0),
         }
     }
 
-    /// Shared state in Redis, with the in-process store as the fallback.
+    /// Shared state in Redis, with the in-process store as the fallback. `queue` is the
+    /// shared retry queue (absent when this deployment cannot deliver, so never queues).
     pub fn redis(
         store: redis::RedisStore,
         queue: Option<RedisQueue>,
+        fanout: fanout::Fanout,
         policy: Policy,
         on_failure: RedisFailure,
     ) -> Self {
@@ -94,12 +172,14 @@ impl Store {
                 queue,
                 on_failure,
                 degraded: Arc::new(AtomicBool::new(false)),
+                recovered: Arc::new(AtomicBool::new(false)),
             }),
+            fanout,
             next_shard: AtomicUsize::new(0),
         }
     }
 
-    /// `memory` or `redis`, for traces and logs.
+    /// `memory`, `redis` or `memory-degraded`, for traces and logs.
     pub fn kind(&self) -> &'static str {
         match &self.redis {
             None => "memory",
@@ -113,9 +193,9 @@ impl Store {
         &self.memory
     }
 
-    /// The Redis store, when configured.
-    pub fn redis_store(&self) -> Option<&redis::RedisStore> {
-        self.redis.as_ref().map(|s| &s.store)
+    /// The fan-out seam.
+    pub fn fanout(&self) -> &fanout::Fanout {
+        &self.fanout
     }
 
     /// Whether this replica currently runs on its in-process store because Redis failed.
@@ -149,7 +229,7 @@ impl Store {
         let started = Instant::now();
         let Some(shared) = &self.redis else {
             let r = in_memory(&self.memory);
-            crate::telemetry::store_op(op, started.elapsed(), true);
+            metrics::store_op(op, started.elapsed(), true);
             return Ok(r);
         };
         if shared.degraded.load(Ordering::SeqCst) {
@@ -157,11 +237,11 @@ impl Store {
         }
         match on_redis(&shared.store).await {
             Ok(r) => {
-                crate::telemetry::store_op(op, started.elapsed(), true);
+                metrics::store_op(op, started.elapsed(), true);
                 Ok(r)
             }
             Err(e) => {
-                crate::telemetry::store_op(op, started.elapsed(), false);
+                metrics::store_op(op, started.elapsed(), false);
                 match shared.on_failure {
                     RedisFailure::Reject => Err(e),
                     RedisFailure::Degrade => {
@@ -178,8 +258,9 @@ impl Store {
             return;
         }
         tracing::warn!(error = %cause, "Redis failed: this replica now decides on its in-process store (degraded)");
-        metrics::gauge!(crate::telemetry::DEGRADED).set(1.0);
+        metrics::degraded(true);
         let degraded = shared.degraded.clone();
+        let recovered = shared.recovered.clone();
         let pool = shared.store.pool().clone();
         let since = Instant::now();
         tokio::spawn(async move {
@@ -189,7 +270,8 @@ impl Store {
                     fred::prelude::ClientLike::ping(pool.next(), None).await;
                 if ping.is_ok() {
                     degraded.store(false, Ordering::SeqCst);
-                    metrics::gauge!(crate::telemetry::DEGRADED).set(0.0);
+                    recovered.store(true, Ordering::SeqCst);
+                    metrics::degraded(false);
                     tracing::warn!(
                         degraded_ms = since.elapsed().as_millis() as u64,
                         "Redis answers again: back on shared state"
@@ -295,9 +377,10 @@ impl Store {
         .await
     }
 
-    /// The shared bucket of a busy client block (see `crate::clients`): `Some(retry_after_s)`
-    /// when it is empty. Without Redis, while degraded, or when Redis fails, the replica's own
-    /// bucket alone decides (this check never degrades the store or fails a request).
+    /// The shared bucket of a busy client block (see `crate::v1::clients`):
+    /// `Some(retry_after_s)` when it is empty. Without Redis, while degraded, or when Redis
+    /// fails, the replica's own bucket alone decides (this check never degrades the store or
+    /// fails a request).
     pub async fn client_take(
         &self,
         block: &str,
@@ -314,7 +397,7 @@ impl Store {
             .store
             .client_take(block, now_ms, capacity, emission_us)
             .await;
-        crate::telemetry::store_op("client", started.elapsed(), r.is_ok());
+        metrics::store_op("client", started.elapsed(), r.is_ok());
         r.ok().flatten()
     }
 
@@ -326,65 +409,200 @@ impl Store {
         shared.queue.as_ref()
     }
 
-    fn queue_failed(&self, e: &StoreError) -> Result<(), StoreError> {
-        match &self.redis {
-            Some(shared) if shared.on_failure == RedisFailure::Degrade => {
-                self.degrade(shared, e);
+    /// A queue operation failed on Redis: degrade (and carry on in process) or fail.
+    fn queue_failed(&self, e: StoreError) -> Result<(), StoreError> {
+        match (&self.redis, &e) {
+            (_, StoreError::Full) => Err(e),
+            (Some(shared), _) if shared.on_failure == RedisFailure::Degrade => {
+                self.degrade(shared, &e);
                 Ok(())
             }
-            _ => Err(StoreError::Redis(e.to_string())),
+            _ => Err(e),
         }
     }
 
-    /// Puts an item in the retry queue (or back, replacing it), due at `due_ms`.
-    pub async fn enqueue(&self, item: &Pending, due_ms: i64) -> Result<(), StoreError> {
+    /// Puts a new item in the retry queue, due at `due_ms`: in Redis when it is there and
+    /// answering, else in process.
+    pub async fn enqueue(
+        &self,
+        item: &Pending,
+        due_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
         if let Some(q) = self.redis_queue() {
-            match q.put(item, due_ms).await {
-                Ok(()) => return Ok(()),
-                Err(e) => self.queue_failed(&e)?,
+            let started = Instant::now();
+            let r = q.put(item, due_ms, 0, now_ms).await;
+            metrics::store_op("queue_put", started.elapsed(), r.is_ok());
+            match r {
+                Ok(_) => return Ok(()),
+                Err(e) => self.queue_failed(e)?,
             }
         }
-        self.memory_queue.put(item.clone(), due_ms);
-        Ok(())
+        self.memory_queue
+            .put(item.clone(), due_ms, 0)
+            .map(|_| ())
+            .map_err(|()| StoreError::Full)
+    }
+
+    /// Reschedules a claimed item as its claimer: `Stale` when the claim is no longer
+    /// current (another replica owns the item now; nothing was written).
+    pub async fn reschedule(
+        &self,
+        lease: &Lease,
+        item: &Pending,
+        due_ms: i64,
+        now_ms: i64,
+    ) -> Result<Fenced, StoreError> {
+        match lease.origin {
+            Origin::Local => {
+                if let Some(q) = self.redis_queue() {
+                    // Redis is back: the item moves to the shared queue, where any replica
+                    // can deliver it.
+                    if self.memory_queue.ack(&item.id, lease.claimed.fence) == Fenced::Stale {
+                        return Ok(Fenced::Stale);
+                    }
+                    let started = Instant::now();
+                    let r = q.put(item, due_ms, 0, now_ms).await;
+                    metrics::store_op("queue_put", started.elapsed(), r.is_ok());
+                    match r {
+                        Ok(_) => return Ok(Fenced::Done),
+                        Err(e) => self.queue_failed(e)?,
+                    }
+                    return self
+                        .memory_queue
+                        .put(item.clone(), due_ms, 0)
+                        .map_err(|()| StoreError::Full);
+                }
+                self.memory_queue
+                    .put(item.clone(), due_ms, lease.claimed.fence)
+                    .map_err(|()| StoreError::Full)
+            }
+            Origin::Shared => {
+                let Some(q) = self.redis.as_ref().and_then(|s| s.queue.as_ref()) else {
+                    return Ok(Fenced::Stale);
+                };
+                let started = Instant::now();
+                let r = q.put(item, due_ms, lease.claimed.fence, now_ms).await;
+                metrics::store_op("queue_put", started.elapsed(), r.is_ok());
+                r
+            }
+        }
     }
 
     /// Claims up to `max` due items: from the in-process queue and from one shard of the
-    /// Redis queue (round robin over calls).
-    pub async fn claim(&self, now_ms: i64, lease_until_ms: i64, max: usize) -> Vec<Pending> {
-        let mut items = self.memory_queue.claim(now_ms, lease_until_ms, max);
-        let room = max - items.len();
+    /// Redis queue (round robin over calls). Items that could not be opened are counted.
+    pub async fn claim(&self, now_ms: i64, lease_until_ms: i64, max: usize) -> Vec<Lease> {
+        let mut out: Vec<Lease> = self
+            .memory_queue
+            .claim(now_ms, lease_until_ms, max)
+            .into_iter()
+            .map(|claimed| Lease {
+                claimed,
+                origin: Origin::Local,
+            })
+            .collect();
+        let room = max - out.len();
         if room == 0 {
-            return items;
+            return out;
         }
         if let Some(q) = self.redis_queue() {
             let shard = self.next_shard.fetch_add(1, Ordering::Relaxed) % SHARDS;
-            match q.claim(shard, now_ms, lease_until_ms, room).await {
-                Ok(more) => items.extend(more),
+            let started = Instant::now();
+            let r = q.claim(shard, now_ms, lease_until_ms, room).await;
+            metrics::store_op("queue_claim", started.elapsed(), r.is_ok());
+            match r {
+                Ok(got) => {
+                    if got.unopenable > 0 {
+                        metrics::retry_unopenable(got.unopenable);
+                    }
+                    out.extend(got.items.into_iter().map(|claimed| Lease {
+                        claimed,
+                        origin: Origin::Shared,
+                    }));
+                }
                 Err(e) => {
-                    let _ = self.queue_failed(&e);
+                    let _ = self.queue_failed(e);
                 }
             }
         }
-        items
+        out
     }
 
-    /// Removes an item from the retry queue (wherever it is).
-    pub async fn ack(&self, id: &str) -> Result<(), StoreError> {
-        self.memory_queue.ack(id);
-        if let Some(q) = self.redis_queue() {
-            if let Err(e) = q.ack(id).await {
-                self.queue_failed(&e)?;
+    /// Removes a claimed item (delivered, refused for good, or expired) as its claimer.
+    pub async fn ack(&self, lease: &Lease) -> Result<Fenced, StoreError> {
+        let id = &lease.claimed.item.id;
+        match lease.origin {
+            Origin::Local => Ok(self.memory_queue.ack(id, lease.claimed.fence)),
+            Origin::Shared => {
+                let Some(q) = self.redis.as_ref().and_then(|s| s.queue.as_ref()) else {
+                    return Ok(Fenced::Stale);
+                };
+                let started = Instant::now();
+                let r = q.ack(id, lease.claimed.fence).await;
+                metrics::store_op("queue_ack", started.elapsed(), r.is_ok());
+                r
             }
         }
-        Ok(())
     }
 
-    /// Items waiting in the retry queue (this replica's in-process queue plus Redis).
-    pub async fn queue_depth(&self) -> usize {
-        let mut n = self.memory_queue.len();
-        if let Some(q) = self.redis_queue() {
-            n += q.depth().await.unwrap_or(0);
+    /// Whether Redis came back since the last call (the local queue should be handed over).
+    pub fn take_recovered(&self) -> bool {
+        self.redis
+            .as_ref()
+            .is_some_and(|s| s.recovered.swap(false, Ordering::SeqCst))
+    }
+
+    /// Hands the items the in-process queue holds (and no claim does) to the shared queue,
+    /// so any replica can deliver them: after a Redis outage, and at shutdown. Returns how
+    /// many moved; items Redis refuses stay in process.
+    pub async fn flush_local_queue(&self, now_ms: i64) -> usize {
+        let Some(q) = self.redis_queue() else {
+            return 0;
+        };
+        let mut moved = 0;
+        for (item, due) in self.memory_queue.drain_unclaimed(now_ms) {
+            let started = Instant::now();
+            let r = q.put(&item, due, 0, now_ms).await;
+            metrics::store_op("queue_put", started.elapsed(), r.is_ok());
+            match r {
+                Ok(_) => moved += 1,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not hand a locally queued notification to Redis; it stays in process");
+                    let _ = self.memory_queue.put(item, due, 0);
+                }
+            }
         }
-        n
+        if moved > 0 {
+            tracing::info!(
+                moved,
+                "handed locally queued notifications to the shared queue"
+            );
+        }
+        moved
+    }
+
+    /// The retry queue's numbers: this replica's in-process queue, and the shared one.
+    pub async fn queue_stats(&self) -> QueueStats {
+        let shared = match self.redis.as_ref().and_then(|s| s.queue.as_ref()) {
+            Some(q) if !self.degraded() => {
+                let started = Instant::now();
+                let r = q.stats().await;
+                metrics::store_op("queue_depth", started.elapsed(), r.is_ok());
+                Some(r.map_err(|e| e.to_string()))
+            }
+            _ => None,
+        };
+        QueueStats {
+            local: self.memory_queue.stats(),
+            shared,
+        }
+    }
+
+    /// Items waiting in this replica's in-process queue.
+    pub fn local_queue_len(&self) -> usize {
+        self.memory_queue.len()
     }
 }
+
+#[cfg(test)]
+mod tests;

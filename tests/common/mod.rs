@@ -1,15 +1,13 @@
 //! The one helper every integration test uses: a mock APNs pair (production and sandbox,
-//! HTTP/2 over TLS with a CA made at test time) and a relay started against them on
-//! random loopback ports.
+//! HTTP/2 over TLS with a CA made at test time, from the test kit) and a relay started
+//! against them on loopback ports it binds itself.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 pub mod process;
-pub mod redis;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -18,7 +16,9 @@ use hyper_util::rt::TokioExecutor;
 use sealrelay::app::Running;
 use sealrelay::clock::Clock;
 use sealrelay::config::Config;
-use sealrelay::mock_apns::{MockApns, MockConfig};
+pub use sealrelay_testkit::mock_apns::{MockApns, MockConfig, Reply};
+pub use sealrelay_testkit::pki::{AuthKey, Pki};
+pub use sealrelay_testkit::redis::{RedisCluster, RedisServer};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -28,39 +28,12 @@ pub const TOPIC: &str = "com.example.cronstable";
 /// A fixed, plausible instant for manual clocks.
 pub const T0: i64 = 1_790_000_000_000;
 
-/// A CA, a server certificate for 127.0.0.1 signed by it, and the CA written to a file.
-pub struct Pki {
-    pub ca_file: PathBuf,
-    pub cert_pem: String,
-    pub key_pem: String,
-    _dir: tempfile::TempDir,
-}
-
 pub fn pki() -> Pki {
-    let p = sealrelay::mock_apns::generate_pki().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let ca_file = dir.path().join("ca.pem");
-    std::fs::write(&ca_file, &p.ca_pem).unwrap();
-    Pki {
-        ca_file,
-        cert_pem: p.cert_pem,
-        key_pem: p.key_pem,
-        _dir: dir,
-    }
-}
-
-/// An APNs auth key: the .p8 PEM and its public half.
-pub struct AuthKey {
-    pub private_pem: String,
-    pub public_pem: String,
+    Pki::new()
 }
 
 pub fn auth_key() -> AuthKey {
-    let (private_pem, public_pem) = sealrelay::mock_apns::generate_auth_key().unwrap();
-    AuthKey {
-        private_pem,
-        public_pem,
-    }
+    AuthKey::new()
 }
 
 /// A device token (64 hex characters) for test device `n`.

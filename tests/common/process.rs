@@ -1,43 +1,47 @@
-//! The relay as a separate process, for tests that need several replicas or signals.
+//! The relay as a separate process, for tests that need several replicas or signals. It
+//! binds port 0 on loopback and the test reads the ports it got from its "sealrelay
+//! serving" log line, so no port is ever picked by binding and releasing.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use sealrelay_testkit::process::ChildProcess;
 
 pub struct RelayProcess {
     pub port: u16,
     pub admin: u16,
-    child: Option<Child>,
+    child: ChildProcess,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// The port of a `"addr":"127.0.0.1:PORT"` field in a JSON log line.
+fn port_of(line: &str, field: &str) -> Option<u16> {
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    let addr = v.get(field)?.as_str()?;
+    addr.rsplit(':').next()?.parse().ok()
 }
 
 impl RelayProcess {
-    /// Starts `sealrelay` with these variables (plus free listen ports) and waits until
+    /// Starts `sealrelay` with these variables on ports it chooses, and waits until
     /// `/readyz` answers 200.
     pub fn spawn(vars: &[(String, String)]) -> Self {
-        let port = free_port();
-        let admin = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sealrelay"));
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("RUST_LOG", "warn")
+            // Warnings, plus the one start-up line that names the bound addresses.
+            .env("RUST_LOG", "warn,sealrelay::app=info")
+            .env("RELAY_LOG_FORMAT", "json")
             .envs(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .env("RELAY_LISTEN", format!("127.0.0.1:{port}"))
-            .env("RELAY_ADMIN_LISTEN", format!("127.0.0.1:{admin}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        let child = cmd.spawn().unwrap();
-        let p = Self {
-            port,
-            admin,
-            child: Some(child),
+            .env("RELAY_LISTEN", "127.0.0.1:0")
+            .env("RELAY_ADMIN_LISTEN", "127.0.0.1:0");
+        let child = ChildProcess::spawn(cmd, true).expect("start sealrelay");
+        let line = child
+            .wait_for_line(Duration::from_secs(20), |l| l.contains("sealrelay serving"))
+            .expect("the relay reported the addresses it bound");
+        let (Some(port), Some(admin)) = (port_of(&line, "addr"), port_of(&line, "admin_addr"))
+        else {
+            panic!("no addresses in {line}");
         };
+        let p = Self { port, admin, child };
         let deadline = Instant::now() + Duration::from_secs(20);
         while !p.ready() {
             assert!(
@@ -70,36 +74,26 @@ impl RelayProcess {
     }
 
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, Child::id)
+        self.child.pid()
+    }
+
+    /// Sends a signal to this relay (by its process id).
+    pub fn signal(&self, signal: i32) {
+        self.child.signal(signal);
     }
 
     /// Waits for the process to exit by itself; its exit code.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<i32> {
-        let deadline = Instant::now() + timeout;
-        let child = self.child.as_mut()?;
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                self.child = None;
-                return status.code();
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.child.wait_exit(timeout)
+    }
+
+    /// Every line it printed so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.child.lines()
     }
 
     /// SIGKILL, no goodbye.
     pub fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for RelayProcess {
-    fn drop(&mut self) {
-        self.kill9();
+        self.child.kill9();
     }
 }

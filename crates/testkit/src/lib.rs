@@ -1,0 +1,18 @@
+//! sealrelay's test kit: the real-ish peers the relay talks to, for integration tests,
+//! benchmarks and the local stack.
+//!
+//! - [`mock_apns`]: an APNs stand-in speaking HTTP/2 over TLS that checks provider JWTs;
+//! - [`pki`]: a throwaway CA with a server certificate for 127.0.0.1, and APNs-style keys;
+//! - [`redis`]: a real `redis-server`, or a three-master Redis Cluster, on ports it holds;
+//! - [`process`]: a child process whose output is read line by line, stopped by its id.
+//!
+//! Every server binds 127.0.0.1 only. Ports are never chosen by binding and releasing a
+//! socket and hoping: in-process servers keep the listener they bound on port 0, child
+//! processes report the port they bound, and `redis-server` (which cannot bind port 0 and
+//! report it) is checked to be *our* process after it starts, and restarted on another port
+//! when the one picked was taken in between.
+
+pub mod mock_apns;
+pub mod pki;
+pub mod process;
+pub mod redis;

@@ -1,0 +1,99 @@
+//! The admin listener that Kubernetes probes and Prometheus scrapes: `/healthz` (the process
+//! answers), `/readyz` (serving, and the store can answer; 503 while starting, waiting for
+//! Redis, or draining), `/metrics` (the Prometheus exposition).
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::store::Store;
+
+/// Lifecycle of the process, as `/readyz` reports it.
+#[derive(Debug, Default)]
+pub struct Health {
+    state: AtomicU8,
+}
+
+const STARTING: u8 = 0;
+const SERVING: u8 = 1;
+const DRAINING: u8 = 2;
+
+impl Health {
+    /// Marks the relay as serving.
+    pub fn set_serving(&self) {
+        self.state.store(SERVING, Ordering::SeqCst);
+    }
+
+    /// Marks the relay as draining: `/readyz` turns 503 at once.
+    pub fn set_draining(&self) {
+        self.state.store(DRAINING, Ordering::SeqCst);
+    }
+
+    fn label(&self) -> &'static str {
+        match self.state.load(Ordering::SeqCst) {
+            STARTING => "starting",
+            SERVING => "ready",
+            _ => "draining",
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Probes {
+    store: Arc<Store>,
+    health: Arc<Health>,
+    metrics: PrometheusHandle,
+}
+
+/// The probes router.
+pub fn probes(store: Arc<Store>, health: Arc<Health>, metrics: PrometheusHandle) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state(Probes {
+            store,
+            health,
+            metrics,
+        })
+}
+
+async fn readyz(State(s): State<Probes>) -> Response {
+    let label = s.health.label();
+    let store_ready = s.store.ready();
+    if label == "ready" && store_ready && s.store.degraded() {
+        // Still serving: pulling every replica out of the load balancer would turn a Redis
+        // outage into a relay outage.
+        (
+            StatusCode::OK,
+            "ready (degraded: Redis unavailable, deciding in process)\n",
+        )
+            .into_response()
+    } else if label == "ready" && store_ready {
+        (StatusCode::OK, "ready\n").into_response()
+    } else if label == "ready" {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "waiting for the policy store\n",
+        )
+            .into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, format!("{label}\n")).into_response()
+    }
+}
+
+async fn metrics_text(State(s): State<Probes>) -> Response {
+    crate::metrics::memory_devices(s.store.in_process().len());
+    let mut resp = crate::metrics::render(&s.metrics).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
+}

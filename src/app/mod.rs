@@ -1,0 +1,304 @@
+//! Wiring: builds the store, the push service, the delivery core and the front-ends from a
+//! configuration, binds the listeners, serves until told to stop, then drains.
+
+mod listen;
+mod shutdown;
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::admin::Health;
+use crate::clock::Clock;
+use crate::config::{Config, Delivery as Configured};
+use crate::delivery::{Delivery, Sender};
+use crate::push::apns::client::ApnsClient;
+use crate::store::fanout::Fanout;
+use crate::store::queue::Sealer;
+use crate::store::redis::fanout::RedisFanout;
+use crate::store::redis::queue::RedisQueue;
+use crate::store::redis::RedisStore;
+use crate::store::Store;
+use crate::v1::V1;
+
+pub use shutdown::Signals;
+
+/// Listeners and drain.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// Public listener (`RELAY_LISTEN`).
+    pub listen: SocketAddr,
+    /// Admin listener: probes and metrics (`RELAY_ADMIN_LISTEN`).
+    pub admin_listen: SocketAddr,
+    /// After SIGTERM: serve this long with `/readyz` at 503.
+    pub shutdown_delay: Duration,
+    /// Then wait at most this long for in-flight requests.
+    pub shutdown_grace: Duration,
+}
+
+/// How often in-process state is swept and fan-out channels pruned.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+/// How often the metrics recorder folds recorded histogram samples into its buckets.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// A relay serving in this process.
+pub struct Running {
+    /// Where the public listener listens.
+    pub addr: SocketAddr,
+    /// Where the admin listener listens.
+    pub admin_addr: SocketAddr,
+    store: Arc<Store>,
+    health: Arc<Health>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Whether the store can serve (`/readyz`'s store half).
+    pub fn store_ready(&self) -> bool {
+        self.store.ready()
+    }
+
+    /// Whether this replica decides on its in-process store because Redis failed.
+    pub fn degraded(&self) -> bool {
+        self.store.degraded()
+    }
+
+    /// Stops accepting, finishes in-flight requests, and waits for everything to end.
+    pub async fn shutdown(self) {
+        self.health.set_draining();
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+
+    /// Drains like a pod being terminated: `/readyz` turns 503 at once, new connections are
+    /// still accepted for `delay` (so load balancers notice and stop sending), then the
+    /// listeners close and in-flight requests get up to `grace` to finish. Returns whether
+    /// everything finished in time.
+    pub async fn drain(self, delay: Duration, grace: Duration) -> bool {
+        self.health.set_draining();
+        tracing::info!(
+            delay_s = delay.as_secs(),
+            grace_s = grace.as_secs(),
+            "draining: /readyz is 503"
+        );
+        tokio::time::sleep(delay).await;
+        let _ = self.stop.send(true);
+        tracing::info!("listeners closed; finishing in-flight requests");
+        match tokio::time::timeout(grace, self.task).await {
+            Ok(_) => true,
+            Err(_) => {
+                tracing::warn!("shutdown grace elapsed with requests still in flight");
+                false
+            }
+        }
+    }
+
+    /// The public base URL, `http://addr`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// Builds the store the configuration asks for.
+fn build_store(cfg: &Config) -> anyhow::Result<Store> {
+    let Some(settings) = &cfg.store.redis else {
+        return Ok(Store::memory(cfg.policy.clone()));
+    };
+    let redis = RedisStore::connect(settings, cfg.policy.clone())?;
+    // The shared retry queue exists only where notifications can be queued: with APNs
+    // credentials, whose key (or RELAY_QUEUE_KEY) seals it.
+    let queue = match (&cfg.delivery, &cfg.store.queue_key) {
+        (Configured::Apns(_), Some(key)) => Some(RedisQueue::new(
+            redis.pool().clone(),
+            &settings.prefix,
+            Sealer::new(key),
+        )),
+        _ => None,
+    };
+    let fanout: Fanout = RedisFanout::connect(settings, redis.pool().clone())?;
+    Ok(Store::redis(
+        redis,
+        queue,
+        fanout,
+        cfg.policy.clone(),
+        cfg.store.on_failure,
+    ))
+}
+
+/// Everything a relay is made of, built but not yet listening: what tests drive through
+/// [`App::public_router`] without a socket.
+pub struct App {
+    store: Arc<Store>,
+    delivery: Arc<Delivery>,
+    v1: Arc<V1>,
+    cfg: Config,
+}
+
+impl App {
+    /// Builds the relay from a validated configuration.
+    pub fn build(cfg: Config, clock: Clock) -> anyhow::Result<Self> {
+        crate::metrics::register_known(crate::delivery::outcome::LABELS, crate::store::OPS);
+        let store = Arc::new(build_store(&cfg)?);
+        let sender = match &cfg.delivery {
+            // Apple checks the provider token's `iat` against real time, so the client signs
+            // with the system clock even when a test drives the policy with a manual one.
+            Configured::Apns(a) => Sender::Push(Arc::new(ApnsClient::new(a, Clock::System)?)),
+            Configured::DryRun => Sender::DryRun,
+            Configured::Unconfigured => Sender::Unconfigured,
+        };
+        let delivery = Arc::new(Delivery::new(
+            cfg.core.clone(),
+            store.clone(),
+            sender,
+            clock,
+        ));
+        let v1 = Arc::new(V1::new(
+            cfg.v1.clone(),
+            delivery.clone(),
+            cfg.telemetry.replica_name.clone(),
+        ));
+        Ok(Self {
+            store,
+            delivery,
+            v1,
+            cfg,
+        })
+    }
+
+    /// The public router: every front-end's routes and the one 404.
+    pub fn public_router(&self) -> Router {
+        let replica: Arc<str> = self.cfg.telemetry.replica_name.clone().into();
+        crate::v1::routes(self.v1.clone(), self.aasa_app_ids()).fallback(move || {
+            let replica = replica.clone();
+            async move { crate::v1::not_found(&replica) }
+        })
+    }
+
+    fn aasa_app_ids(&self) -> Option<Vec<String>> {
+        match &self.cfg.delivery {
+            Configured::Apns(a) => Some(vec![format!("{}.{}", a.team_id, a.topic)]),
+            _ => None,
+        }
+    }
+}
+
+/// Binds both listeners and serves in the background.
+pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
+    let metrics = crate::metrics::handle();
+    let settings = cfg.app.clone();
+    let listener = TcpListener::bind(settings.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("RELAY_LISTEN={}: cannot bind: {e}", settings.listen))?;
+    let admin = TcpListener::bind(settings.admin_listen)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "RELAY_ADMIN_LISTEN={}: cannot bind: {e}",
+                settings.admin_listen
+            )
+        })?;
+    let addr = listener.local_addr()?;
+    let admin_addr = admin.local_addr()?;
+
+    match &cfg.delivery {
+        Configured::DryRun => tracing::warn!("RELAY_DRY_RUN=true and no APNs credentials: forwards are logged, not sent"),
+        Configured::Unconfigured => tracing::warn!("no APNs credentials: every forward is answered 502 'relay is not configured for APNs delivery'"),
+        Configured::Apns(a) => tracing::info!(topic = %a.topic, environment = ?cfg.core.environment, "APNs delivery configured"),
+    }
+    let header_timeout = cfg.v1.header_timeout;
+    let app = App::build(cfg, clock)?;
+    let health = Arc::new(Health::default());
+    let (stop, stop_rx) = watch::channel(false);
+
+    let public = listen::serve_public(
+        listener,
+        app.public_router(),
+        header_timeout,
+        stop_rx.clone(),
+    );
+    let admin_srv = axum::serve(
+        admin,
+        crate::admin::probes(app.store.clone(), health.clone(), metrics.clone()),
+    )
+    .with_graceful_shutdown(listen::wait_for(stop_rx.clone()));
+    let sweeper = {
+        let store = app.store.clone();
+        let v1 = app.v1.clone();
+        let clock = app.delivery.clock().clone();
+        let metrics = metrics.clone();
+        let mut stop_rx = stop_rx.clone();
+        async move {
+            let mut tick = tokio::time::interval(SWEEP_EVERY);
+            let mut upkeep = tokio::time::interval(UPKEEP_EVERY);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        store.in_process().sweep(clock.now_ms());
+                        v1.sweep();
+                        store.fanout().prune().await;
+                    }
+                    // Histogram samples pile up in the recorder until something drains
+                    // them; without this they grow with every request between scrapes.
+                    _ = upkeep.tick() => metrics.run_upkeep(),
+                    _ = stop_rx.changed() => break,
+                }
+            }
+        }
+    };
+    let retries = app.delivery.clone().run_retries(stop_rx.clone());
+    let task = tokio::spawn(async move {
+        let ((), b, (), ()) = tokio::join!(public, admin_srv.into_future(), sweeper, retries);
+        if let Err(e) = b {
+            tracing::error!(error = %e, "admin server error");
+        }
+    });
+    health.set_serving();
+    tracing::info!(%addr, %admin_addr, "sealrelay serving");
+    Ok(Running {
+        addr,
+        admin_addr,
+        store: app.store.clone(),
+        health,
+        stop,
+        task,
+    })
+}
+
+/// The binary's `serve`: logs and traces from the configuration, then [`run`].
+pub async fn serve(cfg: Config) -> anyhow::Result<()> {
+    let _telemetry = crate::telemetry::init(&cfg.telemetry)?;
+    let r = run(cfg).await;
+    if let Err(e) = &r {
+        tracing::error!(error = %e, "sealrelay stopped");
+    }
+    r
+}
+
+/// Serves until SIGTERM or SIGINT, then drains and returns. The signal handlers are
+/// installed first: if that fails, start-up fails (a relay that cannot be stopped cleanly
+/// must not start). A second signal while draining exits at once.
+pub async fn run(cfg: Config) -> anyhow::Result<()> {
+    let mut signals = Signals::install()?;
+    let (delay, grace) = (cfg.app.shutdown_delay, cfg.app.shutdown_grace);
+    let running = spawn(cfg, Clock::System).await?;
+    let first = signals.recv().await;
+    tracing::info!(signal = first, "shutdown signal received");
+    tokio::spawn(async move {
+        let second = signals.recv().await;
+        tracing::warn!(
+            signal = second,
+            "second shutdown signal: exiting without draining"
+        );
+        std::process::exit(1);
+    });
+    running.drain(delay, grace).await;
+    tracing::info!("stopped");
+    Ok(())
+}

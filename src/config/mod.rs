@@ -1,0 +1,309 @@
+//! One typed, validated configuration, built once at start-up.
+//!
+//! Every setting is an environment variable and also a command-line flag (the variable's
+//! name, lowercased, with `-` for `_`: `RELAY_LISTEN` is `--relay-listen`). [`VARS`]
+//! ([`vars`]) is the single list of them.
+//!
+//! Each section is read by a file of its own and produces the settings type of the
+//! component that owns it (components never import this module): [`listen`] the
+//! listeners and drain ([`crate::app::Settings`]), [`store`] Redis and the retry queue's key
+//! ([`crate::store::Settings`]), [`apns`] the APNs module ([`crate::push::apns::Settings`])
+//! and how forwards are delivered ([`crate::delivery::Settings`]), [`policy`] the device
+//! policy ([`crate::policy::Policy`]), [`v1`] the cronstable front-end
+//! ([`crate::v1::Settings`]), [`telemetry`] logs and traces
+//! ([`crate::telemetry::Settings`]).
+//!
+//! A malformed or out-of-range value stops start-up with a message that names the variable,
+//! the value and what is allowed; nothing silently falls back to a default. Every problem
+//! is reported at once. Secrets are wrapped in [`crate::secret::Secret`] so they never print.
+
+mod apns;
+mod listen;
+mod policy;
+mod store;
+mod telemetry;
+mod v1;
+mod vars;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+pub use vars::VARS;
+
+/// One configuration variable.
+#[derive(Debug)]
+pub struct Var {
+    /// The environment variable; the flag is derived from it.
+    pub name: &'static str,
+    /// The default, as the user would write it; `None` means unset.
+    pub default: Option<&'static str>,
+    /// What values it takes, machine-readable, for the chart's `values.schema.json`:
+    /// `int:LO..HI`, `float:LO..HI` (LO exclusive when 0), `bool`, `enum:a|b`, `addr`
+    /// (host:port), `url:SCHEME` (`redis` takes every Redis form, `http` takes http and
+    /// https), `string:MIN..MAX` (characters), `appleid` (10 of A-Z0-9), `path`, `secret`,
+    /// `list:cidr` (comma-separated).
+    pub kind: &'static str,
+    /// What it does, for `--help`.
+    pub help: &'static str,
+}
+
+/// Looks a variable's value up (flag or environment); `None` when unset.
+pub trait Lookup {
+    /// The raw value of `name`, if set.
+    fn get(&self, name: &str) -> Option<String>;
+}
+
+impl<F: Fn(&str) -> Option<String>> Lookup for F {
+    fn get(&self, name: &str) -> Option<String> {
+        self(name)
+    }
+}
+
+/// How forwards are delivered, as configured.
+#[derive(Debug, Clone)]
+pub(crate) enum Delivery {
+    /// Send to APNs with these settings.
+    Apns(crate::push::apns::Settings),
+    /// No credentials, `RELAY_DRY_RUN=true`: log and answer forwarded.
+    DryRun,
+    /// No credentials: answer 502 "relay is not configured for APNs delivery".
+    Unconfigured,
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Listeners and drain.
+    pub(crate) app: crate::app::Settings,
+    /// Redis, the failure mode, the retry queue's sealing key.
+    pub(crate) store: crate::store::Settings,
+    /// The device policy.
+    pub(crate) policy: crate::policy::Policy,
+    /// How forwards are delivered.
+    pub(crate) delivery: Delivery,
+    /// The delivery core.
+    pub(crate) core: crate::delivery::Settings,
+    /// The cronstable front-end (protocol v1).
+    pub(crate) v1: crate::v1::Settings,
+    /// Logs and traces.
+    pub(crate) telemetry: crate::telemetry::Settings,
+}
+
+/// Everything wrong with a configuration, one line per problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<String>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// Reads variables and collects every problem.
+pub(crate) struct Reader<'a> {
+    lookup: &'a dyn Lookup,
+    errors: Vec<String>,
+}
+
+impl Reader<'_> {
+    fn raw(&self, name: &str) -> Option<String> {
+        self.lookup.get(name).map(|v| v.trim().to_owned())
+    }
+
+    /// The value, or the variable's default.
+    pub(crate) fn value(&self, name: &str) -> Option<String> {
+        debug_assert!(VARS.iter().any(|v| v.name == name), "{name} is not in VARS");
+        self.raw(name).or_else(|| {
+            VARS.iter()
+                .find(|v| v.name == name)
+                .and_then(|v| v.default)
+                .map(str::to_owned)
+        })
+    }
+
+    /// The value when set and not empty (no default).
+    pub(crate) fn set(&self, name: &str) -> Option<String> {
+        self.raw(name).filter(|v| !v.is_empty())
+    }
+
+    /// Records a problem with a variable's value.
+    pub(crate) fn fail(&mut self, name: &str, value: &str, allowed: &str) {
+        self.errors
+            .push(format!("{name}={value:?} is not valid: {allowed}"));
+    }
+
+    /// Records a problem in free form (it must name the variable).
+    pub(crate) fn problem(&mut self, text: String) {
+        self.errors.push(text);
+    }
+
+    pub(crate) fn parse<T: std::str::FromStr>(&mut self, name: &str, allowed: &str) -> Option<T> {
+        let v = self.value(name)?;
+        match v.parse() {
+            Ok(t) => Some(t),
+            Err(_) => {
+                self.fail(name, &v, allowed);
+                None
+            }
+        }
+    }
+
+    /// An integer within `lo..=hi`.
+    pub(crate) fn int(&mut self, name: &str, lo: u64, hi: u64) -> u64 {
+        let allowed = format!("an integer from {lo} to {hi}");
+        match self.parse::<u64>(name, &allowed) {
+            Some(n) if (lo..=hi).contains(&n) => n,
+            Some(n) => {
+                self.fail(name, &n.to_string(), &allowed);
+                lo
+            }
+            None => lo,
+        }
+    }
+
+    /// A number within `lo..=hi` (finite).
+    pub(crate) fn float(&mut self, name: &str, lo: f64, hi: f64) -> f64 {
+        let allowed = format!("a number from {lo} to {hi}");
+        match self.parse::<f64>(name, &allowed) {
+            Some(x) if x.is_finite() && x >= lo && x <= hi => x,
+            Some(x) => {
+                self.fail(name, &x.to_string(), &allowed);
+                lo
+            }
+            None => lo,
+        }
+    }
+
+    /// A socket address.
+    pub(crate) fn addr(&mut self, name: &str) -> SocketAddr {
+        self.parse(name, "a socket address such as 0.0.0.0:8080 or [::]:8080")
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    /// `true`/`1` or `false`/`0`.
+    pub(crate) fn bool(&mut self, name: &str) -> bool {
+        match self.value(name).as_deref() {
+            Some("true") | Some("1") => true,
+            Some("false") | Some("0") | Some("") | None => false,
+            Some(other) => {
+                let other = other.to_owned();
+                self.fail(name, &other, "true or false");
+                false
+            }
+        }
+    }
+
+    /// One of `choices`.
+    pub(crate) fn choice<T: Copy>(
+        &mut self,
+        name: &str,
+        choices: &[(&str, T)],
+        allowed: &str,
+    ) -> T {
+        let v = self.value(name).unwrap_or_default();
+        match choices.iter().find(|(k, _)| *k == v) {
+            Some((_, t)) => *t,
+            None => {
+                self.fail(name, &v, allowed);
+                choices[0].1
+            }
+        }
+    }
+
+    /// An `https://` URL, without a trailing slash.
+    pub(crate) fn https_url(&mut self, name: &str) -> String {
+        let v = self.value(name).unwrap_or_default();
+        let ok = v
+            .strip_prefix("https://")
+            .is_some_and(|rest| !rest.is_empty() && !rest.contains(char::is_whitespace));
+        if !ok {
+            self.fail(
+                name,
+                &v,
+                "an https:// URL such as https://api.push.apple.com",
+            );
+        }
+        v.trim_end_matches('/').to_owned()
+    }
+
+    /// A readable PEM file of certificates, when set.
+    pub(crate) fn ca_file(&mut self, name: &str) -> Option<PathBuf> {
+        let path = self.set(name).map(PathBuf::from)?;
+        match std::fs::read_to_string(&path) {
+            Ok(text) if text.contains("-----BEGIN CERTIFICATE-----") => {}
+            Ok(_) => self.problem(format!(
+                "{name}={} is not valid: it holds no PEM certificate",
+                path.display()
+            )),
+            Err(e) => self.problem(format!("{name}={} cannot be read: {e}", path.display())),
+        }
+        Some(path)
+    }
+}
+
+impl Config {
+    /// Reads and validates every variable; returns all problems at once.
+    pub fn load(lookup: &dyn Lookup) -> Result<Self, ConfigErrors> {
+        let mut r = Reader {
+            lookup,
+            errors: Vec::new(),
+        };
+        let app = listen::read(&mut r);
+        let policy = policy::read(&mut r);
+        let (delivery, core) = apns::read(&mut r);
+        let store = store::read(&mut r, &delivery);
+        let v1 = v1::read(&mut r, &delivery, &core);
+        let telemetry = telemetry::read(&mut r);
+        if r.errors.is_empty() {
+            Ok(Config {
+                app,
+                store,
+                policy,
+                delivery,
+                core,
+                v1,
+                telemetry,
+            })
+        } else {
+            Err(ConfigErrors(r.errors))
+        }
+    }
+
+    /// What `check-config` prints: where it listens, the store, how forwards go.
+    pub fn summary(&self) -> String {
+        let store = if self.store.redis.is_some() {
+            "redis"
+        } else {
+            "in-process"
+        };
+        let delivery = match &self.delivery {
+            Delivery::Apns(a) => format!(
+                "APNs, topic {}, environment {:?}",
+                a.topic, self.core.environment
+            ),
+            Delivery::DryRun => "dry run (logged, not sent)".to_owned(),
+            Delivery::Unconfigured => "none (forwards answer 502)".to_owned(),
+        };
+        format!(
+            "configuration is valid\n  listen: {}  admin: {}\n  store: {store}\n  delivery: {delivery}",
+            self.app.listen, self.app.admin_listen
+        )
+    }
+
+    /// The flag for a variable: `RELAY_LISTEN` -> `relay-listen`.
+    pub fn flag_name(var: &str) -> String {
+        var.to_ascii_lowercase().replace('_', "-")
+    }
+}
+
+#[cfg(test)]
+mod tests;

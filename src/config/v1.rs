@@ -1,0 +1,48 @@
+//! The cronstable front-end (protocol v1): the ciphertext cap, request limits and timeouts,
+//! client-address buckets, trusted proxies.
+
+use std::time::Duration;
+
+use super::{Delivery, Reader};
+use crate::delivery::alert::MIN_CIPHERTEXT_CHARS;
+use crate::delivery::Settings as Core;
+use crate::v1::Settings;
+
+pub(super) fn read(r: &mut Reader<'_>, _delivery: &Delivery, core: &Core) -> Settings {
+    let max_ciphertext_chars = r.int(
+        "RELAY_MAX_CIPHERTEXT_CHARS",
+        MIN_CIPHERTEXT_CHARS as u64,
+        4096,
+    ) as usize;
+    super::apns::check_cap(r, max_ciphertext_chars, &core.alert_title, &core.alert_body);
+    let max_inflight = r.int("RELAY_MAX_INFLIGHT", 1, 1_000_000) as usize;
+    let header_timeout = Duration::from_millis(r.int("RELAY_HEADER_TIMEOUT_MS", 100, 120_000));
+    let body_timeout = Duration::from_millis(r.int("RELAY_BODY_TIMEOUT_MS", 100, 120_000));
+    let ip_capacity = r.int("RELAY_IP_RATE_CAPACITY", 0, 1_000_000) as u32;
+    let ip_refill = r.float(
+        "RELAY_IP_RATE_REFILL_PER_S",
+        super::policy::MIN_REFILL_PER_S,
+        1_000_000.0,
+    );
+    let trusted_proxies = match crate::v1::clients::parse_trusted(
+        &r.value("RELAY_TRUSTED_PROXIES").unwrap_or_default(),
+    ) {
+        Ok(t) => t,
+        Err(bad) => {
+            r.fail(
+                "RELAY_TRUSTED_PROXIES",
+                &bad,
+                "comma-separated addresses or blocks such as 10.0.0.0/8, fd00::/8",
+            );
+            Vec::new()
+        }
+    };
+    Settings {
+        max_ciphertext_chars,
+        max_inflight,
+        header_timeout,
+        body_timeout,
+        client_rate: (ip_capacity, ip_refill),
+        trusted_proxies,
+    }
+}

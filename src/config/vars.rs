@@ -1,0 +1,58 @@
+//! The table of every configuration variable: name, default, kind (machine-readable, for
+//! the chart's `values.schema.json`) and help. The flag parser, `check-config`, the README
+//! cross-check and `scripts/gen_values_schema.py` all read it.
+
+use super::Var;
+
+macro_rules! vars {
+    ($( $name:literal, $default:expr, $kind:literal, $help:literal; )*) => {
+        /// Every configuration variable the relay reads.
+        pub const VARS: &[Var] = &[ $( Var { name: $name, default: $default, kind: $kind, help: $help }, )* ];
+    };
+}
+
+vars! {
+    "RELAY_LISTEN", Some("0.0.0.0:8080"), "addr", "Address of the public intake listener (daemons POST here).";
+    "RELAY_ADMIN_LISTEN", Some("0.0.0.0:9090"), "addr", "Address of the admin listener: /healthz, /readyz, /metrics.";
+    "REDIS_URL", None, "url:redis", "Redis for shared policy state; unset runs the in-process store (one replica).";
+    "RELAY_REDIS_PREFIX", Some("sealrelay:"), "string:0..64", "Prefix of every Redis key, so one Redis can serve several deployments.";
+    "RELAY_REDIS_POOL_SIZE", Some("4"), "int:1..64", "Redis connections per replica (1 to 64).";
+    "RELAY_REDIS_TIMEOUT_MS", Some("250"), "int:10..60000", "Timeout of one Redis command, in milliseconds (10 to 60000).";
+    "RELAY_REDIS_FAILURE", Some("degrade"), "enum:degrade|reject", "degrade: on a Redis error or timeout, decide on this replica's in-process store until Redis answers again; reject: answer 503.";
+    "RELAY_TOMBSTONE_TTL_S", Some("86400"), "int:0..2592000", "How long a token APNs rejected for good is answered 410 without calling APNs (0 to 2592000; 0 disables).";
+    "RELAY_MAX_INFLIGHT", Some("1024"), "int:1..1000000", "Intake requests processed at once; beyond it requests get 503 with Retry-After (1 to 1000000).";
+    "RELAY_IP_RATE_CAPACITY", Some("600"), "int:0..1000000", "Token bucket size per client address (IPv6 by /64); shared in Redis past its first quarter; 0 disables (0 to 1000000).";
+    "RELAY_IP_RATE_REFILL_PER_S", Some("20"), "float:0.001..1000000", "Tokens per second the client-address bucket refills.";
+    "RELAY_TRUSTED_PROXIES", None, "list:cidr", "Comma-separated address blocks (10.0.0.0/8, fd00::/8) whose X-Forwarded-For is honoured.";
+    "RELAY_QUEUE_KEY", None, "secret", "Secret (at least 32 characters, e.g. openssl rand -base64 32) the retry queue is sealed under in Redis; unset derives it from the APNs auth key. Every replica must have the same.";
+    "RELAY_RETRY_LEASE_MS", Some("30000"), "int:1000..600000", "A queued notification claimed by a replica is due again after this lease unless delivered (a replica that died mid-attempt); above twice APNS_REQUEST_TIMEOUT_MS.";
+    "RELAY_HEADER_TIMEOUT_MS", Some("5000"), "int:100..120000", "Time a client has to send its request headers (100 to 120000).";
+    "RELAY_BODY_TIMEOUT_MS", Some("10000"), "int:100..120000", "Time a client has to send its request body (100 to 120000).";
+    "APNS_TEAM_ID", None, "appleid", "Apple developer team id (10 characters), the JWT issuer.";
+    "APNS_KEY_ID", None, "appleid", "Key id of the APNs auth key (10 characters), the JWT kid.";
+    "APNS_AUTH_KEY", None, "secret", "The APNs auth key (.p8 PEM text). Mutually exclusive with APNS_AUTH_KEY_FILE.";
+    "APNS_AUTH_KEY_FILE", None, "path", "Path to the APNs auth key (.p8), for mounted secrets.";
+    "APNS_TOPIC", None, "string:1..255", "The app's bundle id, sent as apns-topic.";
+    "APNS_ENVIRONMENT", Some("auto"), "enum:auto|production|sandbox|development", "production, sandbox, or auto (try the environment a device last worked on, fall back once).";
+    "APNS_PRODUCTION_URL", Some("https://api.push.apple.com"), "url:https", "Base URL of the production APNs endpoint.";
+    "APNS_SANDBOX_URL", Some("https://api.sandbox.push.apple.com"), "url:https", "Base URL of the sandbox APNs endpoint.";
+    "APNS_CA_FILE", None, "path", "PEM file of extra trusted roots for APNs connections (test mocks, egress proxies).";
+    "APNS_REQUEST_TIMEOUT_MS", Some("10000"), "int:100..120000", "Timeout of one APNs request, connection included, in milliseconds.";
+    "RELAY_DEDUP_WINDOW_S", Some("75"), "int:1..86400", "Coalesce the same (device, collapseId) within this many seconds of its last forward.";
+    "RELAY_FLAP_MAX_FORWARDS", Some("6"), "int:1..10000", "Forwards of one flap key inside the flap window that cool it.";
+    "RELAY_FLAP_WINDOW_S", Some("1800"), "int:1..604800", "The window, in seconds, flap forwards are counted in.";
+    "RELAY_COOLDOWN_INTERVAL_S", Some("1800"), "int:1..604800", "While cooled, one reminder forward per this many seconds.";
+    "RELAY_FLAP_RESET_S", Some("7200"), "int:1..604800", "Cooling ends after this many seconds without a post.";
+    "RELAY_RATE_CAPACITY", Some("60"), "int:1..1000000", "Token bucket size per device (forwards it may burst).";
+    "RELAY_RATE_REFILL_PER_S", Some("0.5"), "float:0.001..10000", "Tokens per second the device bucket refills.";
+    "RELAY_MAX_CIPHERTEXT_CHARS", Some("3800"), "int:68..4096", "Largest accepted ciphertext; refused if the largest APNs body would exceed 4096 bytes.";
+    "RELAY_ALERT_TITLE", Some("cronstable"), "string:1..120", "Alert title shown only if the app's extension never runs.";
+    "RELAY_ALERT_BODY", Some("New alert"), "string:1..120", "Alert body shown only if the app's extension never runs.";
+    "RELAY_DRY_RUN", Some("false"), "bool", "true: without APNs credentials, log each forward instead of sending it and answer forwarded.";
+    "RELAY_LOG_FORMAT", Some("json"), "enum:json|pretty", "json or pretty. Levels come from RUST_LOG (default info).";
+    "RELAY_REPLICA_NAME", None, "string:1..253", "This replica's name in logs and traces; defaults to the host name (the pod name on Kubernetes).";
+    "RELAY_SHUTDOWN_DELAY_S", Some("5"), "int:0..300", "After SIGTERM, keep serving this many seconds with /readyz at 503 so load balancers drain (0 to 300).";
+    "RELAY_SHUTDOWN_GRACE_S", Some("25"), "int:1..600", "Then wait at most this many seconds for in-flight requests before exiting (1 to 600).";
+    "OTEL_EXPORTER_OTLP_ENDPOINT", None, "url:http", "OTLP/HTTP collector base URL (e.g. http://otel-collector:4318); unset disables trace export. Other standard OTEL_* variables are honoured.";
+    "OTEL_SERVICE_NAME", Some("sealrelay"), "string:1..255", "Service name on exported traces.";
+}

@@ -1,0 +1,431 @@
+//! The core every front-end shares: admit one alert, push it, settle the outcome.
+//!
+//! [`Delivery::handle`] runs the policy through the store ([`crate::store`]), sends an
+//! admitted forward through the [`Push`] service (trying APNs's other environment once in
+//! auto mode when the token belongs there), rolls the forward record back if the service
+//! refuses it, queues it for retry when the failure is transient, and returns an
+//! [`Outcome`]. The retry worker ([`retry`]) settles queued forwards the same way.
+//!
+//! Round trips to the store: one on the happy path (the admission); a refusal adds the
+//! rollback (and a dead token's burial), a queued forward adds the hold and the enqueue, an
+//! environment fallback that works adds the remembered environment.
+
+pub mod alert;
+pub mod outcome;
+pub mod retry;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+pub use alert::Alert;
+pub use outcome::Outcome;
+
+use crate::clock::Clock;
+use crate::device::{hex, DeviceToken, Environment};
+use crate::policy::{DeadReason, Decision, Ticket, STALENESS_S};
+use crate::push::apns::payload::{self, Level};
+use crate::push::{Kind, Message, Push, Verdict, VerdictClass};
+use crate::store::queue::{backoff_ms, random_u32, Pending};
+use crate::store::{Admission, Store};
+
+/// `APNS_ENVIRONMENT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvironmentMode {
+    /// Always production.
+    Production,
+    /// Always sandbox.
+    Sandbox,
+    /// The environment the device last worked on (production at first), then the other
+    /// once on `BadDeviceToken` / `DeviceTokenNotForTopic`.
+    Auto,
+}
+
+/// The delivery core's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Which APNs environment(s) to use.
+    pub environment: EnvironmentMode,
+    /// How long a dead token is remembered, ms (0: never).
+    pub tombstone_ttl_ms: i64,
+    /// A claimed retry-queue item is due again after this lease, ms.
+    pub retry_lease_ms: i64,
+    /// The alert stub's title (shown only if the app's extension never runs).
+    pub alert_title: String,
+    /// The alert stub's body.
+    pub alert_body: String,
+}
+
+/// Where forwards go.
+#[derive(Debug, Clone)]
+pub enum Sender {
+    /// A push service (APNs, or a test's stand-in).
+    Push(Arc<dyn Push>),
+    /// Logged, answered forwarded (`RELAY_DRY_RUN=true` without credentials).
+    DryRun,
+    /// Answered 502 not configured.
+    Unconfigured,
+}
+
+/// One delivery's result.
+#[derive(Debug)]
+struct Attempt {
+    verdict: Verdict,
+    /// `BadDeviceToken` on every environment tried: the token is dead, not misplaced.
+    bad_everywhere: bool,
+    /// The environment the verdict came from: where the next attempt goes.
+    env: Environment,
+}
+
+/// The delivery core.
+#[derive(Debug)]
+pub struct Delivery {
+    settings: Settings,
+    store: Arc<Store>,
+    sender: Sender,
+    clock: Clock,
+}
+
+/// A UUID derived from the alert (SHA-256 of device, collapseId and ciphertext), so every
+/// attempt of one notification, on any replica, carries the same `apns-id`.
+pub fn apns_id(alert: &Alert) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    ctx.update(alert.device.expose().as_bytes());
+    ctx.update(b"\n");
+    ctx.update(alert.collapse_id.as_str().as_bytes());
+    ctx.update(b"\n");
+    ctx.update(alert.ciphertext.as_bytes());
+    let d = ctx.finish();
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&d.as_ref()[..16]);
+    // RFC 9562 version 8 (custom) with the RFC variant bits.
+    b[6] = (b[6] & 0x0f) | 0x80;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h = hex(&b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+fn is_bad_token(v: &Verdict) -> bool {
+    matches!(v, Verdict::TokenRejected { reason } if reason == "BadDeviceToken")
+}
+
+/// The APNs body of an alert.
+pub fn alert_body(alert: &Alert, title: &str, body: &str) -> Vec<u8> {
+    let level = match alert.priority {
+        alert::Priority::TimeSensitive => Level::TimeSensitive,
+        alert::Priority::Passive => Level::Passive,
+    };
+    payload::alert(title, body, level, &alert.suite, &alert.ciphertext)
+}
+
+impl Delivery {
+    /// The core over this store and sender.
+    pub fn new(settings: Settings, store: Arc<Store>, sender: Sender, clock: Clock) -> Self {
+        Self {
+            settings,
+            store,
+            sender,
+            clock,
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Whether forwards are really sent (the retry worker runs only then).
+    pub fn sends(&self) -> bool {
+        matches!(self.sender, Sender::Push(_))
+    }
+
+    /// The message for an alert accepted at `now_ms`.
+    fn message(&self, alert: &Alert, now_ms: i64) -> Message {
+        Message {
+            device: alert.device.clone(),
+            id: apns_id(alert),
+            topic: None,
+            kind: Kind::Alert,
+            priority: alert.priority.apns_priority(),
+            collapse_id: Some(alert.collapse_id.as_str().to_owned()),
+            expiration_s: (now_ms / 1000).max(0) as u64 + STALENESS_S,
+            body: Bytes::from(alert_body(
+                alert,
+                &self.settings.alert_title,
+                &self.settings.alert_body,
+            )),
+        }
+    }
+
+    /// Admits, forwards and settles one alert.
+    pub async fn handle(&self, alert: &Alert) -> Outcome {
+        let now_ms = self.clock.now_ms();
+        let collapse = alert.collapse_id.as_str();
+        let flap_key = alert.flap_key();
+        let admission_span = tracing::info_span!(
+            "admission",
+            store = self.store.kind(),
+            decision = tracing::field::Empty
+        );
+        let admitted = self
+            .store
+            .admit(&alert.device, collapse, flap_key, now_ms)
+            .instrument(admission_span.clone())
+            .await;
+        let Admission { decision, env } = match admitted {
+            Ok(a) => {
+                admission_span.record("decision", a.decision.label());
+                a
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "policy store failed");
+                return Outcome::StoreUnavailable;
+            }
+        };
+        let ticket = match decision {
+            Decision::Coalesced => return Outcome::Coalesced,
+            Decision::Suppressed => return Outcome::Suppressed,
+            Decision::RateLimited { retry_after_s } => {
+                return Outcome::RateLimited { retry_after_s }
+            }
+            Decision::Dead(reason) => {
+                return Outcome::TokenRemembered {
+                    reason: reason.as_str(),
+                }
+            }
+            Decision::Forward(ticket) => ticket,
+        };
+
+        let push = match &self.sender {
+            Sender::Push(p) => p.clone(),
+            Sender::DryRun => {
+                let size =
+                    alert_body(alert, &self.settings.alert_title, &self.settings.alert_body).len();
+                tracing::info!(
+                    device = %alert.device.hash8(),
+                    collapse = alert.collapse_id.prefix8(),
+                    payload_bytes = size,
+                    "dry run: would forward to APNs"
+                );
+                return Outcome::Forwarded;
+            }
+            Sender::Unconfigured => {
+                self.rollback(&alert.device, collapse, flap_key, &ticket)
+                    .await;
+                return Outcome::NotConfigured;
+            }
+        };
+        let m = self.message(alert, now_ms);
+        let first = self.first_env(env);
+        // Inline, each environment may take one request timeout.
+        let deadline = Instant::now() + push.request_timeout() * 2;
+        let attempt = self.deliver(&*push, &m, first, env, deadline).await;
+        if attempt.verdict == Verdict::Delivered {
+            return Outcome::Forwarded;
+        }
+        if attempt.verdict.transient() {
+            // Delivery past a 2xx is the relay's job: retry from the queue inside the
+            // staleness window; duplicates keep coalescing meanwhile.
+            match self.queue(&m, alert, flap_key, &ticket, attempt.env).await {
+                Ok(()) => {
+                    tracing::info!(
+                        device = %alert.device.hash8(),
+                        collapse = alert.collapse_id.prefix8(),
+                        reason = attempt.verdict.reason_label(),
+                        "APNs failed transiently; queued for retry"
+                    );
+                    return Outcome::Queued;
+                }
+                Err(e) => tracing::error!(error = %e, "could not queue a notification for retry"),
+            }
+        }
+        self.settle_refusal(&alert.device, collapse, flap_key, &ticket, &attempt)
+            .await;
+        from_verdict(attempt.verdict)
+    }
+
+    async fn queue(
+        &self,
+        m: &Message,
+        alert: &Alert,
+        flap_key: &str,
+        ticket: &Ticket,
+        env: Environment,
+    ) -> Result<(), crate::store::StoreError> {
+        let (at, kind, prev) = Pending::ticket_fields(ticket);
+        let item = Pending {
+            id: m.id.clone(),
+            device: alert.device.expose().to_owned(),
+            collapse_id: alert.collapse_id.as_str().to_owned(),
+            flap_key: flap_key.to_owned(),
+            priority: m.priority,
+            expiration_s: m.expiration_s,
+            body: String::from_utf8_lossy(&m.body).into_owned(),
+            env: env.code().to_owned(),
+            attempts: 1,
+            ticket_at_ms: at,
+            ticket_kind: kind,
+            ticket_prev_ms: prev,
+        };
+        let now = self.clock.now_ms();
+        self.store
+            .hold(&alert.device, &item.collapse_id, item.expires_ms(), now)
+            .await?;
+        self.store
+            .enqueue(&item, now + backoff_ms(1, random_u32()), now)
+            .await
+    }
+
+    fn first_env(&self, remembered: Option<Environment>) -> Environment {
+        match self.settings.environment {
+            EnvironmentMode::Production => Environment::Production,
+            EnvironmentMode::Sandbox => Environment::Sandbox,
+            EnvironmentMode::Auto => remembered.unwrap_or(Environment::Production),
+        }
+    }
+
+    /// One delivery before `deadline`: `first`, then in auto mode the other environment once
+    /// when the token belongs there; remembers the environment that worked.
+    async fn deliver(
+        &self,
+        push: &dyn Push,
+        m: &Message,
+        first: Environment,
+        remembered: Option<Environment>,
+        deadline: Instant,
+    ) -> Attempt {
+        let budget = |now: Instant| {
+            push.request_timeout()
+                .min(deadline.saturating_duration_since(now))
+        };
+        let reply = push.send(first, m, budget(Instant::now())).await;
+        if self.settings.environment != EnvironmentMode::Auto || !reply.verdict.wrong_environment()
+        {
+            let bad_everywhere = is_bad_token(&reply.verdict);
+            return Attempt {
+                verdict: reply.verdict,
+                bad_everywhere,
+                env: first,
+            };
+        }
+        let first_bad = is_bad_token(&reply.verdict);
+        let second = first.other();
+        let left = budget(Instant::now());
+        if left.is_zero() {
+            // No time for the other environment: a transient failure, retried there.
+            return Attempt {
+                verdict: Verdict::Unreachable,
+                bad_everywhere: false,
+                env: second,
+            };
+        }
+        let reply = push.send(second, m, left).await;
+        if reply.verdict == Verdict::Delivered && remembered != Some(second) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let remembered = tokio::time::timeout(
+                left.max(Duration::from_millis(1)),
+                self.store
+                    .remember_env(&m.device, second, self.clock.now_ms()),
+            )
+            .await;
+            if !matches!(remembered, Ok(Ok(()))) {
+                tracing::warn!("could not remember the device's APNs environment");
+            }
+        }
+        let bad_everywhere = first_bad && is_bad_token(&reply.verdict);
+        Attempt {
+            verdict: reply.verdict,
+            bad_everywhere,
+            env: second,
+        }
+    }
+
+    async fn rollback(&self, device: &DeviceToken, collapse: &str, flap_key: &str, t: &Ticket) {
+        if let Err(e) = self
+            .store
+            .rollback(device, collapse, flap_key, t, self.clock.now_ms())
+            .await
+        {
+            tracing::error!(error = %e, "rolling back a refused forward failed");
+        }
+    }
+
+    /// The service refused for good (or the retries ran out): roll the forward back so the
+    /// alert is eligible again, and remember a dead token.
+    async fn settle_refusal(
+        &self,
+        device: &DeviceToken,
+        collapse: &str,
+        flap_key: &str,
+        ticket: &Ticket,
+        attempt: &Attempt,
+    ) {
+        self.rollback(device, collapse, flap_key, ticket).await;
+        if attempt.verdict.class() != VerdictClass::TokenDead {
+            return;
+        }
+        let dead = match DeadReason::from_reason(attempt.verdict.reason()) {
+            Some(DeadReason::BadDeviceToken) if !attempt.bad_everywhere => None,
+            other => other,
+        };
+        if let (Some(reason), ttl) = (dead, self.settings.tombstone_ttl_ms) {
+            if ttl == 0 {
+                return;
+            }
+            if let Err(e) = self
+                .store
+                .bury(device, reason, self.clock.now_ms(), ttl)
+                .await
+            {
+                tracing::warn!(error = %e, "could not remember a dead token");
+            }
+        }
+    }
+}
+
+/// The outcome a final verdict is answered with.
+fn from_verdict(v: Verdict) -> Outcome {
+    match v {
+        Verdict::Delivered => Outcome::Forwarded,
+        Verdict::TokenRejected { reason } => Outcome::TokenRejected { reason },
+        Verdict::CredentialsRejected { reason } => Outcome::CredentialsRejected { reason },
+        Verdict::Throttled { reason } => Outcome::ApnsThrottled { reason },
+        Verdict::Unreachable => Outcome::ApnsUnreachable,
+        Verdict::ServerError { status, reason } | Verdict::Refused { status, reason } => {
+            Outcome::ApnsError { status, reason }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apns_id_is_a_stable_uuid() {
+        let body = serde_json::json!({"v":1,"device":"ab".repeat(32),"ciphertext":"A".repeat(68),
+            "collapseId":"93bc5d02dc2a24b5365347573b6f5115","priority":"passive","event":true});
+        let a = crate::v1::envelope::parse(&serde_json::to_vec(&body).unwrap(), 3800).unwrap();
+        let id = apns_id(&a);
+        assert_eq!(id, apns_id(&a));
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "8");
+        let parts: Vec<_> = id.split('-').map(str::len).collect();
+        assert_eq!(parts, vec![8, 4, 4, 4, 12]);
+    }
+}

@@ -1,0 +1,203 @@
+//! The retry worker: claims due items from the queue and tries each again until the service
+//! takes it, refuses it for good, or its staleness window closes.
+//!
+//! One attempt (both environments, the provider-token refresh, remembering the environment)
+//! is bounded by one deadline, half the lease: the claim is still this replica's when the
+//! attempt settles, unless the replica stalled. If it did, the fenced `ack`/`reschedule`
+//! find the claim stale and change nothing: the replica that claimed the item since owns it.
+//!
+//! After a Redis outage, and when the worker stops, the items this replica queued in
+//! process are handed to the shared queue so any replica can deliver them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Semaphore};
+use tokio::time::Instant;
+
+use super::{Attempt, Delivery, Sender};
+use crate::device::{DeviceToken, Environment};
+use crate::metrics;
+use crate::push::{Kind, Message, VerdictClass};
+use crate::store::queue::{backoff_ms, random_u32, Fenced, Pending};
+use crate::store::Lease;
+
+/// How often an idle retry worker looks for due items.
+const POLL: Duration = Duration::from_millis(100);
+/// Items claimed per poll.
+const BATCH: usize = 32;
+/// Retry attempts in flight per replica.
+const CONCURRENCY: usize = 256;
+/// How often the queue gauges are refreshed.
+const STATS_EVERY: Duration = Duration::from_secs(2);
+
+impl Delivery {
+    /// Runs the retry worker until `stop` turns true; then hands the local queue over.
+    pub async fn run_retries(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        if !self.sends() {
+            return;
+        }
+        // Until Redis has answered once, a failing poll would only mark the replica degraded
+        // before anyone sent it anything.
+        while !self.store.ready() {
+            tokio::select! {
+                _ = tokio::time::sleep(POLL) => {}
+                _ = stop.changed() => return,
+            }
+        }
+        let mut last_stats: Option<Instant> = None;
+        // Attempts in flight are bounded, and a worker claims only what it can start at once,
+        // so a claimed item never waits out its lease in this replica's backlog.
+        let slots = Arc::new(Semaphore::new(CONCURRENCY));
+        loop {
+            if *stop.borrow() {
+                break;
+            }
+            if self.store.take_recovered() {
+                self.store.flush_local_queue(self.clock.now_ms()).await;
+            }
+            let free = slots.available_permits().min(BATCH);
+            let now = self.clock.now_ms();
+            let leases = if free == 0 {
+                Vec::new()
+            } else {
+                self.store
+                    .claim(now, now + self.settings.retry_lease_ms, free)
+                    .await
+            };
+            let idle = leases.is_empty();
+            for lease in leases {
+                let Ok(permit) = slots.clone().try_acquire_owned() else {
+                    break;
+                };
+                let d = self.clone();
+                tokio::spawn(async move {
+                    d.retry(lease).await;
+                    drop(permit);
+                });
+            }
+            if last_stats.is_none_or(|t| t.elapsed() >= STATS_EVERY) {
+                last_stats = Some(Instant::now());
+                self.report_queue().await;
+            }
+            if idle {
+                tokio::select! {
+                    _ = tokio::time::sleep(POLL) => {}
+                    _ = stop.changed() => {}
+                }
+            }
+        }
+        let moved = self.store.flush_local_queue(self.clock.now_ms()).await;
+        let left = self.store.local_queue_len();
+        if left > 0 {
+            tracing::warn!(moved, left, "stopping with notifications queued in process only; they are lost with this replica");
+        }
+    }
+
+    /// Refreshes the queue gauges. A Redis error leaves the shared gauge as it was (the
+    /// error is counted) instead of reporting an empty queue.
+    async fn report_queue(&self) {
+        let now = self.clock.now_ms();
+        let age = |oldest: Option<i64>| oldest.map_or(0.0, |o| (now - o).max(0) as f64 / 1000.0);
+        let stats = self.store.queue_stats().await;
+        metrics::retry_queue("local", stats.local.0, age(stats.local.1));
+        if let Some(Ok(s)) = stats.shared {
+            metrics::retry_queue("shared", s.depth, age(s.oldest_accepted_ms));
+        }
+    }
+
+    /// One more attempt for a claimed item.
+    pub(crate) async fn retry(&self, lease: Lease) {
+        let Sender::Push(push) = &self.sender else {
+            return;
+        };
+        let mut item = lease.claimed.item.clone();
+        let Some(device) = DeviceToken::parse(&item.device) else {
+            let _ = self.store.ack(&lease).await;
+            return;
+        };
+        let now = self.clock.now_ms();
+        if now >= item.expires_ms() {
+            return self.expire(&device, &lease).await;
+        }
+        let m = Message {
+            device: device.clone(),
+            id: item.id.clone(),
+            topic: None,
+            kind: Kind::Alert,
+            priority: item.priority,
+            collapse_id: Some(item.collapse_id.clone()),
+            expiration_s: item.expiration_s,
+            body: bytes::Bytes::from(item.body.clone()),
+        };
+        let first = Environment::from_code(&item.env).unwrap_or(Environment::Production);
+        let deadline =
+            Instant::now() + Duration::from_millis((self.settings.retry_lease_ms / 2) as u64);
+        let attempt: Attempt = self
+            .deliver(&**push, &m, first, Some(first), deadline)
+            .await;
+        item.attempts += 1;
+        item.env = attempt.env.code().to_owned();
+        let now = self.clock.now_ms();
+        match attempt.verdict.class() {
+            VerdictClass::Delivered => {
+                metrics::retry_attempt("delivered");
+                tracing::info!(device = %device.hash8(), attempts = item.attempts, "queued notification delivered");
+                match self.store.ack(&lease).await {
+                    Ok(Fenced::Done) => {}
+                    Ok(Fenced::Stale) => {
+                        tracing::warn!(device = %device.hash8(), "delivered a notification whose claim had passed to another replica; it may be delivered twice (same apns-id and collapse id)")
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not remove a delivered item from the retry queue")
+                    }
+                }
+                if let Err(e) = self.store.release(&device, &item.collapse_id, now).await {
+                    tracing::warn!(error = %e, "could not release a delivered alert");
+                }
+            }
+            VerdictClass::Retryable => {
+                let due = now + backoff_ms(item.attempts, random_u32());
+                if due >= item.expires_ms() {
+                    return self.expire(&device, &lease).await;
+                }
+                metrics::retry_attempt("retry");
+                match self.store.reschedule(&lease, &item, due, now).await {
+                    Ok(Fenced::Done) => {}
+                    Ok(Fenced::Stale) => {
+                        tracing::info!(device = %device.hash8(), "a retry's claim passed to another replica; leaving the item to it")
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not reschedule a queued item; its lease will bring it back")
+                    }
+                }
+            }
+            _ => {
+                metrics::retry_attempt("failed");
+                tracing::warn!(device = %device.hash8(), reason = attempt.verdict.reason_label(), "queued notification refused by APNs");
+                if let Ok(Fenced::Done) = self.store.ack(&lease).await {
+                    self.settle_refusal(
+                        &device,
+                        &item.collapse_id,
+                        &item.flap_key,
+                        &item.ticket(),
+                        &attempt,
+                    )
+                    .await;
+                }
+            }
+        }
+    }
+
+    /// The staleness window closed: never deliver late. Count it, roll the forward back
+    /// (only as the claim's owner, so a stale claimer cannot undo another's delivery).
+    async fn expire(&self, device: &DeviceToken, lease: &Lease) {
+        let item: &Pending = &lease.claimed.item;
+        if let Ok(Fenced::Done) = self.store.ack(lease).await {
+            metrics::retry_attempt("expired");
+            tracing::warn!(device = %device.hash8(), attempts = item.attempts, "queued notification expired undelivered");
+            self.rollback(device, &item.collapse_id, &item.flap_key, &item.ticket())
+                .await;
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Mailboxes for apps (`/v1/<app>/mailbox/...`, `MAILBOX.md`): empty until their issue.

@@ -1,0 +1,462 @@
+//! Every metric the relay exports: names, labels, and the functions that record them. A leaf
+//! module (it imports nothing of the crate), so any layer can record without pulling in
+//! another; label values are always drawn from bounded sets passed in as `&'static str`
+//! (never a token, a collapse id, a mailbox id or a raw path).
+//!
+//! Series whose label values are known are registered at zero at start-up
+//! ([`register_known`]), so dashboards and `rate()` work before the first event and
+//! absent-metric alerts do not misfire.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Intake requests (protocol v1), by `outcome` and `status`.
+pub const INTAKE_REQUESTS: &str = "sealrelay_intake_requests_total";
+/// Intake request duration, seconds, by `outcome`.
+pub const INTAKE_DURATION: &str = "sealrelay_intake_duration_seconds";
+/// Intake requests being processed.
+pub const INFLIGHT: &str = "sealrelay_inflight_requests";
+/// `RELAY_MAX_INFLIGHT`, for saturation panels.
+pub const MAX_INFLIGHT: &str = "sealrelay_max_inflight";
+/// APNs requests by `environment`, `status` and `reason`.
+pub const APNS_REQUESTS: &str = "sealrelay_apns_requests_total";
+/// APNs request duration, seconds, by `environment`.
+pub const APNS_DURATION: &str = "sealrelay_apns_duration_seconds";
+/// Provider tokens signed.
+pub const TOKEN_REFRESHES: &str = "sealrelay_provider_token_refreshes_total";
+/// Store operation duration, seconds, by `op`.
+pub const STORE_DURATION: &str = "sealrelay_store_duration_seconds";
+/// Store operation errors, by `op`.
+pub const STORE_ERRORS: &str = "sealrelay_store_errors_total";
+/// 1 while the replica decides on its in-process store because Redis failed.
+pub const DEGRADED: &str = "sealrelay_degraded";
+/// Devices held by the in-process store.
+pub const MEMORY_DEVICES: &str = "sealrelay_memory_store_devices";
+/// Notifications waiting in the retry queue, by `scope`: `shared` (Redis: every replica
+/// reports the same number, aggregate with `max`) or `local` (this replica's in-process
+/// queue, aggregate with `sum`).
+pub const RETRY_QUEUE_DEPTH: &str = "sealrelay_retry_queue_depth";
+/// Age of the oldest waiting notification since its acceptance, seconds, by `scope`.
+pub const RETRY_QUEUE_OLDEST_AGE: &str = "sealrelay_retry_queue_oldest_age_seconds";
+/// Retry-queue attempts by `result` (delivered, retry, failed, expired).
+pub const RETRY_ATTEMPTS: &str = "sealrelay_retry_attempts_total";
+/// Queued notifications that could not be opened (sealed under another key) and were moved
+/// aside.
+pub const RETRY_UNOPENABLE: &str = "sealrelay_retry_unopenable_total";
+/// Fan-out messages a slow subscriber lost.
+pub const FANOUT_LAGGED: &str = "sealrelay_fanout_lagged_total";
+/// Fan-out delay from publish to receive, seconds.
+pub const FANOUT_DELAY: &str = "sealrelay_fanout_delay_seconds";
+/// OTLP trace export failures.
+pub const TRACE_EXPORT_ERRORS: &str = "sealrelay_trace_export_errors_total";
+/// Always 1, labelled with `version` and `git_sha`.
+pub const BUILD_INFO: &str = "sealrelay_build_info";
+
+/// Process CPU time, seconds (user + system).
+pub const PROCESS_CPU: &str = "process_cpu_seconds_total";
+/// Resident memory, bytes.
+pub const PROCESS_RSS: &str = "process_resident_memory_bytes";
+/// Virtual memory, bytes.
+pub const PROCESS_VSIZE: &str = "process_virtual_memory_bytes";
+/// Open file descriptors.
+pub const PROCESS_OPEN_FDS: &str = "process_open_fds";
+/// The file descriptor limit.
+pub const PROCESS_MAX_FDS: &str = "process_max_fds";
+/// Process start, Unix seconds.
+pub const PROCESS_START: &str = "process_start_time_seconds";
+
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0, 10.0,
+];
+
+/// APNs environments, as labelled.
+pub const ENVIRONMENTS: &[&str] = &["production", "sandbox"];
+/// Retry results, as labelled.
+pub const RETRY_RESULTS: &[&str] = &["delivered", "retry", "failed", "expired"];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the Prometheus recorder (once per process) and returns its handle.
+pub fn handle() -> PrometheusHandle {
+    HANDLE
+        .get_or_init(|| {
+            let handle = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+                .expect("static buckets are valid")
+                .install_recorder()
+                .expect("no other metrics recorder is installed");
+            describe();
+            gauge!(BUILD_INFO, "version" => env!("CARGO_PKG_VERSION"), "git_sha" => option_env!("SEALRELAY_GIT_SHA").unwrap_or("unknown")).set(1.0);
+            handle
+        })
+        .clone()
+}
+
+/// Registers every series whose label values are known, at zero: the intake's
+/// (outcome, status) pairs, APNs environments, retry results, the store's operations.
+pub fn register_known(intake: &[(&'static str, &'static str)], store_ops: &[&'static str]) {
+    for (outcome, status) in intake {
+        counter!(INTAKE_REQUESTS, "outcome" => *outcome, "status" => *status).absolute(0);
+        let _ = histogram!(INTAKE_DURATION, "outcome" => *outcome);
+    }
+    for env in ENVIRONMENTS {
+        let _ = histogram!(APNS_DURATION, "environment" => *env);
+        counter!(APNS_REQUESTS, "environment" => *env, "status" => "200", "reason" => "none")
+            .absolute(0);
+    }
+    for r in RETRY_RESULTS {
+        counter!(RETRY_ATTEMPTS, "result" => *r).absolute(0);
+    }
+    for op in store_ops {
+        counter!(STORE_ERRORS, "op" => *op).absolute(0);
+        let _ = histogram!(STORE_DURATION, "op" => *op);
+    }
+    counter!(TOKEN_REFRESHES).absolute(0);
+    counter!(RETRY_UNOPENABLE).absolute(0);
+    counter!(TRACE_EXPORT_ERRORS).absolute(0);
+    counter!(FANOUT_LAGGED).absolute(0);
+    let _ = histogram!(FANOUT_DELAY);
+    gauge!(DEGRADED).set(0.0);
+    gauge!(INFLIGHT).set(0.0);
+    gauge!(MEMORY_DEVICES).set(0.0);
+    for scope in ["shared", "local"] {
+        gauge!(RETRY_QUEUE_DEPTH, "scope" => scope).set(0.0);
+        gauge!(RETRY_QUEUE_OLDEST_AGE, "scope" => scope).set(0.0);
+    }
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        INTAKE_REQUESTS,
+        "Intake requests (protocol v1) by outcome and HTTP status."
+    );
+    describe_histogram!(
+        INTAKE_DURATION,
+        Unit::Seconds,
+        "Intake request duration by outcome."
+    );
+    describe_gauge!(INFLIGHT, "Intake requests being processed.");
+    describe_gauge!(
+        MAX_INFLIGHT,
+        "Intake requests processed at once before shedding (RELAY_MAX_INFLIGHT)."
+    );
+    describe_counter!(
+        APNS_REQUESTS,
+        "APNs requests by environment, HTTP status and reason."
+    );
+    describe_histogram!(
+        APNS_DURATION,
+        Unit::Seconds,
+        "APNs request duration by environment."
+    );
+    describe_counter!(TOKEN_REFRESHES, "APNs provider tokens signed.");
+    describe_histogram!(
+        STORE_DURATION,
+        Unit::Seconds,
+        "Store operation duration by operation."
+    );
+    describe_counter!(STORE_ERRORS, "Store operation errors by operation.");
+    describe_gauge!(
+        DEGRADED,
+        "1 while this replica decides on its in-process store because Redis failed."
+    );
+    describe_gauge!(
+        MEMORY_DEVICES,
+        "Devices held by the in-process policy store."
+    );
+    describe_gauge!(
+        RETRY_QUEUE_DEPTH,
+        "Notifications waiting in the retry queue; scope=shared is the Redis queue (same on every replica: use max), scope=local this replica's in-process queue (use sum)."
+    );
+    describe_gauge!(
+        RETRY_QUEUE_OLDEST_AGE,
+        Unit::Seconds,
+        "Age of the oldest waiting notification since its acceptance."
+    );
+    describe_counter!(RETRY_ATTEMPTS, "Retry-queue attempts by result.");
+    describe_counter!(
+        RETRY_UNOPENABLE,
+        "Queued notifications that could not be opened (sealed under another key) and were moved aside."
+    );
+    describe_counter!(TRACE_EXPORT_ERRORS, "OTLP trace export failures.");
+    describe_counter!(
+        FANOUT_LAGGED,
+        "Fan-out messages lost by subscribers that fell behind."
+    );
+    describe_histogram!(
+        FANOUT_DELAY,
+        Unit::Seconds,
+        "Fan-out delay from publish on one replica to receipt on another."
+    );
+    describe_gauge!(BUILD_INFO, "Build information; always 1.");
+}
+
+/// The status as a bounded label.
+pub fn status_label(status: u16) -> &'static str {
+    match status {
+        0 => "0",
+        200 => "200",
+        201 => "201",
+        202 => "202",
+        204 => "204",
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        405 => "405",
+        408 => "408",
+        409 => "409",
+        410 => "410",
+        413 => "413",
+        422 => "422",
+        429 => "429",
+        500 => "500",
+        502 => "502",
+        503 => "503",
+        507 => "507",
+        s if s < 300 => "2xx",
+        s if s < 500 => "4xx",
+        _ => "5xx",
+    }
+}
+
+/// One finished intake request.
+pub fn intake(outcome: &'static str, status: u16, elapsed: Duration) {
+    counter!(INTAKE_REQUESTS, "outcome" => outcome, "status" => status_label(status)).increment(1);
+    histogram!(INTAKE_DURATION, "outcome" => outcome).record(elapsed.as_secs_f64());
+}
+
+/// One APNs exchange: `status` 0 when unreachable, `reason` already bounded.
+pub fn apns_request(
+    environment: &'static str,
+    status: u16,
+    reason: &'static str,
+    elapsed: Duration,
+) {
+    counter!(APNS_REQUESTS, "environment" => environment, "status" => status_label(status), "reason" => reason).increment(1);
+    histogram!(APNS_DURATION, "environment" => environment).record(elapsed.as_secs_f64());
+}
+
+/// One store operation.
+pub fn store_op(op: &'static str, elapsed: Duration, ok: bool) {
+    histogram!(STORE_DURATION, "op" => op).record(elapsed.as_secs_f64());
+    if !ok {
+        counter!(STORE_ERRORS, "op" => op).increment(1);
+    }
+}
+
+/// A provider token was signed.
+pub fn provider_token_refreshed() {
+    counter!(TOKEN_REFRESHES).increment(1);
+}
+
+/// The replica entered (true) or left (false) degraded mode.
+pub fn degraded(on: bool) {
+    gauge!(DEGRADED).set(if on { 1.0 } else { 0.0 });
+}
+
+/// Devices in the in-process store.
+pub fn memory_devices(n: usize) {
+    gauge!(MEMORY_DEVICES).set(n as f64);
+}
+
+/// `RELAY_MAX_INFLIGHT`.
+pub fn max_inflight(n: usize) {
+    gauge!(MAX_INFLIGHT).set(n as f64);
+}
+
+/// The retry queue's depth and oldest age for one scope (`shared` or `local`).
+pub fn retry_queue(scope: &'static str, depth: usize, oldest_age_s: f64) {
+    gauge!(RETRY_QUEUE_DEPTH, "scope" => scope).set(depth as f64);
+    gauge!(RETRY_QUEUE_OLDEST_AGE, "scope" => scope).set(oldest_age_s.max(0.0));
+}
+
+/// One retry attempt's result.
+pub fn retry_attempt(result: &'static str) {
+    counter!(RETRY_ATTEMPTS, "result" => result).increment(1);
+}
+
+/// Queued items that could not be opened.
+pub fn retry_unopenable(n: u64) {
+    counter!(RETRY_UNOPENABLE).increment(n);
+}
+
+/// A subscriber lost `n` fan-out messages.
+pub fn fanout_lagged(n: u64) {
+    counter!(FANOUT_LAGGED).increment(n);
+}
+
+/// One fan-out message arrived this long after it was published.
+#[cfg_attr(not(test), allow(dead_code))] // recorded by fan-out subscribers
+pub fn fanout_delay(d: Duration) {
+    histogram!(FANOUT_DELAY).record(d.as_secs_f64());
+}
+
+/// One failed trace export.
+#[allow(dead_code)] // recorded by the OTLP exporter client (issue 11)
+pub fn trace_export_error() {
+    counter!(TRACE_EXPORT_ERRORS).increment(1);
+}
+
+/// Tracks in-flight intake requests for as long as the guard lives.
+pub struct InflightGuard(());
+
+impl InflightGuard {
+    /// Counts one request in.
+    pub fn enter() -> Self {
+        gauge!(INFLIGHT).increment(1.0);
+        InflightGuard(())
+    }
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        gauge!(INFLIGHT).decrement(1.0);
+    }
+}
+
+/// The exposition text for a scrape: everything recorded, plus the process's own numbers
+/// read now (written here rather than through the recorder, whose counters are integers:
+/// CPU seconds need their fraction).
+pub fn render(handle: &PrometheusHandle) -> String {
+    let mut out = handle.render();
+    if let Some(p) = process::read() {
+        use std::fmt::Write;
+        let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
+            let _ = write!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+            );
+        };
+        metric(
+            PROCESS_CPU,
+            "counter",
+            "Total user and system CPU time spent in seconds.",
+            p.cpu_s,
+        );
+        metric(
+            PROCESS_RSS,
+            "gauge",
+            "Resident memory size in bytes.",
+            p.rss_bytes as f64,
+        );
+        metric(
+            PROCESS_VSIZE,
+            "gauge",
+            "Virtual memory size in bytes.",
+            p.vsize_bytes as f64,
+        );
+        metric(
+            PROCESS_OPEN_FDS,
+            "gauge",
+            "Number of open file descriptors.",
+            p.open_fds as f64,
+        );
+        if let Some(m) = p.max_fds {
+            metric(
+                PROCESS_MAX_FDS,
+                "gauge",
+                "Maximum number of open file descriptors.",
+                m as f64,
+            );
+        }
+        metric(
+            PROCESS_START,
+            "gauge",
+            "Start time of the process since unix epoch in seconds.",
+            process::start_time_s(),
+        );
+    }
+    out
+}
+
+/// The process's own numbers, read from `/proc/self` (Linux; elsewhere nothing is exported).
+mod process {
+    /// One reading.
+    pub(super) struct Reading {
+        pub cpu_s: f64,
+        pub rss_bytes: u64,
+        pub vsize_bytes: u64,
+        pub open_fds: usize,
+        pub max_fds: Option<u64>,
+    }
+
+    /// Clock ticks per second and page size: the values every Linux on the platforms this
+    /// runs on uses (sysconf would need libc).
+    const TICKS_PER_S: f64 = 100.0;
+    const PAGE_SIZE: u64 = 4096;
+
+    /// Fields of `/proc/self/stat` after the command name: (utime, stime, starttime,
+    /// vsize, rss pages).
+    pub(super) fn parse_stat(stat: &str) -> Option<(u64, u64, u64, u64, u64)> {
+        // The command name is in parentheses and may hold spaces: split after its end.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // rest starts at field 3 (state); utime is field 14, stime 15, starttime 22,
+        // vsize 23, rss 24.
+        let get = |n: usize| f.get(n - 3)?.parse::<u64>().ok();
+        Some((get(14)?, get(15)?, get(22)?, get(23)?, get(24)?))
+    }
+
+    pub(super) fn read() -> Option<Reading> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let (utime, stime, _start, vsize, rss) = parse_stat(&stat)?;
+        let open_fds = std::fs::read_dir("/proc/self/fd").ok()?.count();
+        let max_fds = std::fs::read_to_string("/proc/self/limits")
+            .ok()
+            .and_then(|l| {
+                l.lines()
+                    .find(|l| l.starts_with("Max open files"))
+                    .and_then(|l| l.split_whitespace().nth(3))
+                    .and_then(|v| v.parse().ok())
+            });
+        Some(Reading {
+            cpu_s: (utime + stime) as f64 / TICKS_PER_S,
+            rss_bytes: rss * PAGE_SIZE,
+            vsize_bytes: vsize,
+            open_fds,
+            max_fds,
+        })
+    }
+
+    /// The process start time, Unix seconds (0 when unknown).
+    pub(super) fn start_time_s() -> f64 {
+        let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("btime "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        });
+        let start = std::fs::read_to_string("/proc/self/stat")
+            .ok()
+            .and_then(|s| parse_stat(&s))
+            .map(|f| f.2 as f64 / TICKS_PER_S);
+        match (boot, start) {
+            (Some(b), Some(s)) => b + s,
+            _ => 0.0,
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn stat_fields_are_read_past_a_command_name_with_spaces() {
+            let stat = "4242 (my (odd) cmd) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 12345 987654321 2048 18446744073709551615";
+            assert_eq!(
+                super::parse_stat(stat),
+                Some((250, 50, 12345, 987654321, 2048))
+            );
+            assert_eq!(super::parse_stat("garbage"), None);
+        }
+
+        #[test]
+        fn this_process_can_be_read() {
+            let r = super::read().expect("/proc/self is readable on Linux");
+            assert!(r.rss_bytes > 0 && r.open_fds > 0);
+            assert!(super::start_time_s() > 1.0e9);
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! The HTTP/2 client to APNs: rustls, pooled long-lived connections, provider-token auth.
+//!
+//! Connections are kept healthy for days of uptime: an HTTP/2 PING every
+//! [`PING_INTERVAL`] while idle, and a connection whose PING goes unanswered for
+//! [`PING_TIMEOUT`] is closed, so a stalled connection is replaced instead of silently
+//! swallowing requests. After a GOAWAY the pool opens a fresh connection for the next
+//! request. Every request has a deadline, connection set-up included, and a caller's
+//! budget bounds the token-refresh retry as well.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::{Method, Request};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tracing::Instrument;
+
+use super::token::ProviderToken;
+use super::{classify, Settings};
+use crate::clock::Clock;
+use crate::device::Environment;
+use crate::push::{BoxFuture, Kind, Message, Push, Reply, Verdict};
+
+/// HTTP/2 PING interval on idle connections.
+pub const PING_INTERVAL: Duration = Duration::from_secs(60);
+/// A connection whose PING is not answered within this is closed.
+pub const PING_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The APNs client. Cheap to share: one per process.
+pub struct ApnsClient {
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    token: ProviderToken,
+    topic: String,
+    production_url: String,
+    sandbox_url: String,
+    timeout: Duration,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for ApnsClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApnsClient")
+            .field("topic", &self.topic)
+            .field("production_url", &self.production_url)
+            .field("sandbox_url", &self.sandbox_url)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct ErrorBody {
+    reason: Option<String>,
+}
+
+impl ApnsClient {
+    /// A client for these settings; the provider token's `iat` comes from `clock`.
+    pub fn new(settings: &Settings, clock: Clock) -> anyhow::Result<Self> {
+        let tls = crate::push::tls::client_config(settings.ca_file.as_deref(), "APNS_CA_FILE")?;
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(settings.request_timeout));
+        http.set_keepalive(Some(Duration::from_secs(60)));
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_only()
+            .enable_http2()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .http2_only(true)
+            .http2_keep_alive_interval(PING_INTERVAL)
+            .http2_keep_alive_timeout(PING_TIMEOUT)
+            .http2_keep_alive_while_idle(true)
+            .pool_idle_timeout(None)
+            .timer(hyper_util::rt::TokioTimer::new())
+            .build(connector);
+        let token = ProviderToken::new(
+            settings.key_pem.expose(),
+            &settings.key_id,
+            &settings.team_id,
+        )
+        .map_err(|e| anyhow::anyhow!("APNs auth key: {e}"))?;
+        Ok(Self {
+            http: client,
+            token,
+            topic: settings.topic.clone(),
+            production_url: settings.production_url.clone(),
+            sandbox_url: settings.sandbox_url.clone(),
+            timeout: settings.request_timeout,
+            clock,
+        })
+    }
+
+    fn base(&self, env: Environment) -> &str {
+        match env {
+            Environment::Production => &self.production_url,
+            Environment::Sandbox => &self.sandbox_url,
+        }
+    }
+
+    async fn send_within(&self, env: Environment, m: &Message, budget: Duration) -> Reply {
+        let deadline = Instant::now() + budget;
+        let (reply, jwt) = self.attempt(env, m, deadline).await;
+        if let (Verdict::CredentialsRejected { reason }, Some(jwt)) = (&reply.verdict, &jwt) {
+            if reason == "ExpiredProviderToken" && Instant::now() < deadline {
+                self.token.invalidate(jwt);
+                return self.attempt(env, m, deadline).await.0;
+            }
+        }
+        reply
+    }
+
+    async fn attempt(
+        &self,
+        env: Environment,
+        m: &Message,
+        deadline: Instant,
+    ) -> (Reply, Option<Arc<str>>) {
+        let unreachable = Reply {
+            verdict: Verdict::Unreachable,
+            status: 0,
+        };
+        let timeout = self
+            .timeout
+            .min(deadline.saturating_duration_since(Instant::now()));
+        if timeout.is_zero() {
+            return (unreachable, None);
+        }
+        let jwt = self.token.get((self.clock.now_ms() / 1000).max(0) as u64);
+        let uri = format!("{}/3/device/{}", self.base(env), m.device.expose());
+        let mut request = Request::builder()
+            .method(Method::POST)
+            .uri(uri)
+            .header("authorization", format!("bearer {jwt}"))
+            .header("apns-topic", m.topic.as_deref().unwrap_or(&self.topic))
+            .header(
+                "apns-push-type",
+                match m.kind {
+                    Kind::Alert => "alert",
+                    Kind::Background => "background",
+                },
+            )
+            .header("apns-priority", m.priority.to_string())
+            .header("apns-expiration", m.expiration_s.to_string())
+            .header("apns-id", &m.id)
+            .header("content-type", "application/json");
+        if let Some(c) = &m.collapse_id {
+            request = request.header("apns-collapse-id", c);
+        }
+        let Ok(request) = request.body(Full::new(m.body.clone())) else {
+            return (
+                Reply {
+                    verdict: Verdict::Refused {
+                        status: 0,
+                        reason: "invalid request".into(),
+                    },
+                    status: 0,
+                },
+                None,
+            );
+        };
+        let started = Instant::now();
+        let span = tracing::info_span!(
+            "apns",
+            otel.kind = "client",
+            environment = env.as_str(),
+            http.response.status_code = tracing::field::Empty,
+            reason = tracing::field::Empty,
+        );
+        let result = tokio::time::timeout(timeout, async {
+            let resp = self.http.request(request).await?;
+            let status = resp.status().as_u16();
+            let body = Limited::new(resp.into_body(), 16 * 1024)
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            Ok::<_, hyper_util::client::legacy::Error>((status, body))
+        })
+        .instrument(span.clone())
+        .await;
+        let reply = match result {
+            Ok(Ok((status, body))) => {
+                let reason = if status == 200 {
+                    None
+                } else {
+                    serde_json::from_slice::<ErrorBody>(&body)
+                        .ok()
+                        .and_then(|b| b.reason)
+                };
+                Reply {
+                    verdict: classify(status, reason.as_deref()),
+                    status,
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(environment = env.as_str(), error = %e, "APNs request failed");
+                unreachable
+            }
+            Err(_) => {
+                tracing::warn!(
+                    environment = env.as_str(),
+                    timeout_ms = timeout.as_millis() as u64,
+                    "APNs request timed out"
+                );
+                unreachable
+            }
+        };
+        span.record("http.response.status_code", reply.status);
+        span.record("reason", reply.verdict.reason_label());
+        crate::metrics::apns_request(
+            env.as_str(),
+            reply.status,
+            reply.verdict.reason_label(),
+            started.elapsed(),
+        );
+        (reply, Some(jwt))
+    }
+}
+
+impl Push for ApnsClient {
+    fn send<'a>(
+        &'a self,
+        env: Environment,
+        message: &'a Message,
+        budget: Duration,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(self.send_within(env, message, budget))
+    }
+
+    fn request_timeout(&self) -> Duration {
+        self.timeout
+    }
+}

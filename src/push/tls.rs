@@ -1,0 +1,34 @@
+//! The TLS client configuration every outbound connection uses (APNs, and later FCM, the
+//! ICE provider, the smoke test, trace export): rustls with the ring provider, Mozilla's
+//! roots, plus the PEM certificates of an optional extra CA file (test mocks, egress
+//! proxies).
+
+use std::path::Path;
+use std::sync::Arc;
+
+/// Builds the client configuration; `var` names the variable the CA file came from, for
+/// error messages. The connector sets ALPN.
+pub fn client_config(ca_file: Option<&Path>, var: &str) -> anyhow::Result<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = ca_file {
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let shown = path.display();
+        let mut n = 0;
+        for cert in CertificateDer::pem_file_iter(path)
+            .map_err(|e| anyhow::anyhow!("{var}={shown}: {e}"))?
+        {
+            let cert = cert.map_err(|e| anyhow::anyhow!("{var}={shown}: {e}"))?;
+            roots
+                .add(cert)
+                .map_err(|e| anyhow::anyhow!("{var}={shown}: {e}"))?;
+            n += 1;
+        }
+        anyhow::ensure!(n > 0, "{var}={shown} holds no certificate");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}

@@ -1,0 +1,323 @@
+//! "Tell every replica": the one publish/subscribe seam that live streams use (watch and
+//! signal sockets, receipt events, signer revocations).
+//!
+//! A message published on a [`Channel`] reaches every current subscriber of that channel on
+//! every replica: through Redis pub/sub when the store is Redis (sharded pub/sub, `SPUBLISH`
+//! and `SSUBSCRIBE`, for channels that carry a hash tag, so a mailbox's channel lives on the
+//! mailbox's Cluster node; plain pub/sub for the few global channels), and through
+//! in-process broadcast channels on the embedded store. Each replica holds one Redis
+//! subscription per channel however many local subscribers share it.
+//!
+//! Delivery is at most once and only to those subscribed when the message is published:
+//! subscribe first, then read the state, then act on messages. Messages lost while a
+//! replica's subscriber connection was down are signalled through [`Fanout::resyncs`], so a
+//! consumer re-reads the store instead of trusting its stream. A subscriber that falls
+//! behind loses the oldest messages; both the loss and the publish-to-receive delay are
+//! counted.
+
+// The seam's consumers are the live streams of the mailbox and signed front-ends; until
+// they land, only its tests use it.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{broadcast, watch};
+
+use super::StoreError;
+
+/// Messages a subscriber may fall behind by before it loses the oldest.
+const BUFFER: usize = 256;
+
+/// Where a message goes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Channel {
+    name: String,
+    sharded: bool,
+}
+
+impl Channel {
+    /// A channel bound to a hash tag (its name contains `{tag}`): sharded pub/sub on the
+    /// tag's Cluster slot.
+    pub fn sharded(name: String) -> Self {
+        debug_assert!(name.contains('{') && name.contains('}'));
+        Self {
+            name,
+            sharded: true,
+        }
+    }
+
+    /// A cluster-wide channel (plain pub/sub).
+    pub fn global(name: String) -> Self {
+        Self {
+            name,
+            sharded: false,
+        }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether it is sharded.
+    pub fn is_sharded(&self) -> bool {
+        self.sharded
+    }
+}
+
+/// A message as it travels: the publish instant (ms, for the delay metric) and the payload.
+pub(crate) fn frame(payload: &[u8], now_ms: i64) -> Bytes {
+    let mut b = Vec::with_capacity(payload.len() + 8);
+    b.extend_from_slice(&now_ms.to_be_bytes());
+    b.extend_from_slice(payload);
+    Bytes::from(b)
+}
+
+/// Splits a travelling message; `None` for anything too short to be one.
+pub(crate) fn unframe(b: &Bytes) -> Option<(i64, Bytes)> {
+    if b.len() < 8 {
+        return None;
+    }
+    let mut t = [0u8; 8];
+    t.copy_from_slice(&b[..8]);
+    Some((i64::from_be_bytes(t), b.slice(8..)))
+}
+
+/// In-process fan-out: one broadcast channel per channel name. Also the local end of the
+/// Redis fan-out, which feeds it from the Redis subscription.
+#[derive(Debug, Default)]
+pub(crate) struct Hub {
+    channels: Mutex<HashMap<Channel, broadcast::Sender<Bytes>>>,
+}
+
+impl Hub {
+    /// A receiver for `channel`; true when the channel had no local subscriber before.
+    pub(crate) fn join(&self, channel: &Channel) -> (broadcast::Receiver<Bytes>, bool) {
+        let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        match map.get(channel) {
+            Some(tx) => (tx.subscribe(), false),
+            None => {
+                let (tx, rx) = broadcast::channel(BUFFER);
+                map.insert(channel.clone(), tx);
+                (rx, true)
+            }
+        }
+    }
+
+    /// Hands a travelling message to the local subscribers of `channel`.
+    pub(crate) fn deliver(&self, channel: &Channel, message: Bytes) {
+        let map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = map.get(channel) {
+            let _ = tx.send(message);
+        }
+    }
+
+    /// Forgets channels nobody listens to any more; returns them.
+    pub(crate) fn prune(&self) -> Vec<Channel> {
+        let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        let idle: Vec<Channel> = map
+            .iter()
+            .filter(|(_, tx)| tx.receiver_count() == 0)
+            .map(|(c, _)| c.clone())
+            .collect();
+        for c in &idle {
+            map.remove(c);
+        }
+        idle
+    }
+
+    /// Whether `channel` has a local subscriber.
+    pub(crate) fn has(&self, channel: &Channel) -> bool {
+        self.channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(channel)
+            .is_some_and(|tx| tx.receiver_count() > 0)
+    }
+
+    /// Channels with at least one local subscriber.
+    pub(crate) fn len(&self) -> usize {
+        self.channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+}
+
+#[derive(Debug)]
+enum Backend {
+    Memory,
+    Redis(super::redis::fanout::RedisFanout),
+}
+
+/// The fan-out seam.
+#[derive(Debug, Clone)]
+pub struct Fanout {
+    hub: Arc<Hub>,
+    backend: Arc<Backend>,
+    resyncs: watch::Receiver<u64>,
+}
+
+impl Fanout {
+    /// In process: one replica.
+    pub fn memory() -> Self {
+        let (_tx, rx) = watch::channel(0);
+        Self {
+            hub: Arc::default(),
+            backend: Arc::new(Backend::Memory),
+            resyncs: rx,
+        }
+    }
+
+    /// Through Redis.
+    pub(crate) fn redis(
+        hub: Arc<Hub>,
+        redis: super::redis::fanout::RedisFanout,
+        resyncs: watch::Receiver<u64>,
+    ) -> Self {
+        Self {
+            hub,
+            backend: Arc::new(Backend::Redis(redis)),
+            resyncs,
+        }
+    }
+
+    /// Publishes `payload` to every subscriber of `channel` on every replica.
+    pub async fn publish(
+        &self,
+        channel: &Channel,
+        payload: &[u8],
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let message = frame(payload, now_ms);
+        match &*self.backend {
+            Backend::Memory => {
+                self.hub.deliver(channel, message);
+                Ok(())
+            }
+            Backend::Redis(r) => {
+                let started = std::time::Instant::now();
+                let res = r.publish(channel, message).await;
+                crate::metrics::store_op("fanout_publish", started.elapsed(), res.is_ok());
+                res
+            }
+        }
+    }
+
+    /// Subscribes to `channel`; messages published from now on arrive on the returned
+    /// [`Subscription`] (on Redis, once the server has confirmed the subscription).
+    pub async fn subscribe(&self, channel: &Channel) -> Result<Subscription, StoreError> {
+        let (rx, first) = self.hub.join(channel);
+        if let Backend::Redis(r) = &*self.backend {
+            // Also when not the first: an earlier first subscriber's call may still be in
+            // flight, and subscribing twice is harmless.
+            let started = std::time::Instant::now();
+            let res = r.subscribe(channel, first).await;
+            crate::metrics::store_op("fanout_subscribe", started.elapsed(), res.is_ok());
+            res?;
+        }
+        Ok(Subscription { rx })
+    }
+
+    /// A counter that grows every time messages may have been lost (the subscriber
+    /// connection to Redis was re-established): consumers re-read the store when it moves.
+    pub fn resyncs(&self) -> watch::Receiver<u64> {
+        self.resyncs.clone()
+    }
+
+    /// Drops the Redis subscriptions of channels nobody listens to any more (run
+    /// periodically).
+    pub async fn prune(&self) {
+        let idle = self.hub.prune();
+        if let Backend::Redis(r) = &*self.backend {
+            r.unsubscribe(&idle, &self.hub).await;
+        }
+    }
+
+    /// Channels with a local subscriber (for tests and diagnostics).
+    pub fn channels(&self) -> usize {
+        self.hub.len()
+    }
+}
+
+/// One subscriber's stream of messages.
+#[derive(Debug)]
+pub struct Subscription {
+    rx: broadcast::Receiver<Bytes>,
+}
+
+impl Subscription {
+    /// The next message; `None` when the fan-out is gone. Messages lost because this
+    /// subscriber fell behind are counted and skipped.
+    pub async fn recv(&mut self) -> Option<Bytes> {
+        loop {
+            match self.rx.recv().await {
+                Ok(m) => {
+                    let Some((sent_ms, payload)) = unframe(&m) else {
+                        continue;
+                    };
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_millis() as i64)
+                        .unwrap_or(0);
+                    crate::metrics::fanout_delay(Duration::from_millis(
+                        (now - sent_ms).max(0) as u64
+                    ));
+                    return Some(payload);
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => crate::metrics::fanout_lagged(n),
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip() {
+        let f = frame(b"seq 7", 1_790_000_000_123);
+        assert_eq!(
+            unframe(&f),
+            Some((1_790_000_000_123, Bytes::from_static(b"seq 7")))
+        );
+        assert_eq!(unframe(&Bytes::from_static(b"short")), None);
+    }
+
+    #[tokio::test]
+    async fn in_process_subscribers_of_a_channel_get_its_messages_only() {
+        let f = Fanout::memory();
+        let a = Channel::sharded("t{m:a}:events".into());
+        let b = Channel::sharded("t{m:b}:events".into());
+        let mut a1 = f.subscribe(&a).await.unwrap();
+        let mut a2 = f.subscribe(&a).await.unwrap();
+        let mut b1 = f.subscribe(&b).await.unwrap();
+        f.publish(&a, b"one", 1).await.unwrap();
+        f.publish(&b, b"two", 1).await.unwrap();
+        assert_eq!(a1.recv().await.unwrap(), "one");
+        assert_eq!(a2.recv().await.unwrap(), "one");
+        assert_eq!(b1.recv().await.unwrap(), "two");
+        assert_eq!(f.channels(), 2);
+        drop((a1, a2));
+        f.prune().await;
+        assert_eq!(f.channels(), 1);
+        // Publishing to a channel nobody listens to is fine.
+        f.publish(&a, b"lost", 1).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_slow_subscriber_loses_the_oldest_and_carries_on() {
+        let f = Fanout::memory();
+        let c = Channel::global("t:global".into());
+        let mut s = f.subscribe(&c).await.unwrap();
+        for i in 0..(BUFFER + 10) {
+            f.publish(&c, format!("{i}").as_bytes(), 1).await.unwrap();
+        }
+        assert_eq!(s.recv().await.unwrap(), "10");
+    }
+}

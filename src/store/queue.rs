@@ -1,0 +1,291 @@
+//! The retry queue's vocabulary, shared by the in-process queue ([`super::memory::queue`])
+//! and the Redis queue ([`super::redis::queue`]): the item, the claim that fences it, the
+//! backoff, and the sealing of items at rest.
+//!
+//! Notifications whose first APNs attempt failed transiently (connection error, timeout,
+//! 5xx, 429) wait here and are retried with exponential backoff and jitter until APNs takes
+//! them or their staleness window (acceptance + 600 s) closes.
+//!
+//! **Claims are fenced.** A worker *claims* due items by pushing their due time forward by
+//! a lease; each claim also writes a fresh fencing token, and `ack` (delete) and `put`
+//! (reschedule) by a worker act only while its token is the current one. So a replica whose
+//! lease ran out (a stall, a long GC-like pause, a partition) can neither delete nor
+//! resurrect an item another replica has claimed since. An item whose replica died
+//! mid-attempt simply becomes due again when the lease runs out, so `kill -9` loses nothing.
+//!
+//! **Sealed at rest.** Items hold device tokens and ciphertexts, so in Redis they are sealed
+//! with AES-256-GCM under a key every replica derives the same way: from `RELAY_QUEUE_KEY`
+//! when set, else from the APNs auth key's private scalar (not its PEM text, so replicas
+//! given the same key in different encodings agree). An item that cannot be opened is never
+//! dropped silently: it is moved aside, counted, and logged with the reason.
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::{Ticket, TicketKind, STALENESS_S};
+
+/// One notification waiting for another attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pending {
+    /// The `apns-id`, the same on every attempt; also the queue id.
+    pub id: String,
+    /// The device token.
+    pub device: String,
+    /// `apns-collapse-id`, and the alert's coalescing key.
+    pub collapse_id: String,
+    /// The flap key the forward was counted under.
+    pub flap_key: String,
+    /// `apns-priority` (10 or 5).
+    pub priority: u8,
+    /// `apns-expiration`: acceptance + 600 s, Unix seconds; also when retrying stops.
+    pub expiration_s: u64,
+    /// The APNs body.
+    pub body: String,
+    /// The environment to try next (`p` or `s`): the one the last attempt ended on, so a
+    /// retry never goes back to an environment that rejected the token.
+    pub env: String,
+    /// Attempts made so far (the first, inline, included).
+    pub attempts: u32,
+    /// The forward record, for the rollback if the item finally fails.
+    pub ticket_at_ms: i64,
+    /// 0 counted, 1 counted and cooled, 2 reminder.
+    pub ticket_kind: u8,
+    /// The previous reminder instant, for reminders.
+    pub ticket_prev_ms: i64,
+}
+
+impl Pending {
+    /// The forward record this item holds.
+    pub fn ticket(&self) -> Ticket {
+        Ticket {
+            at_ms: self.ticket_at_ms,
+            kind: match self.ticket_kind {
+                0 => TicketKind::Counted { cooled: false },
+                1 => TicketKind::Counted { cooled: true },
+                _ => TicketKind::Reminder {
+                    prev_reminder_ms: self.ticket_prev_ms,
+                },
+            },
+        }
+    }
+
+    /// Encodes a ticket into the item's fields.
+    pub fn ticket_fields(t: &Ticket) -> (i64, u8, i64) {
+        match t.kind {
+            TicketKind::Counted { cooled } => (t.at_ms, u8::from(cooled), 0),
+            TicketKind::Reminder { prev_reminder_ms } => (t.at_ms, 2, prev_reminder_ms),
+        }
+    }
+
+    /// When retrying stops, ms.
+    pub fn expires_ms(&self) -> i64 {
+        self.expiration_s as i64 * 1000
+    }
+
+    /// When the notification was accepted, ms.
+    pub fn accepted_ms(&self) -> i64 {
+        self.expires_ms() - STALENESS_S as i64 * 1000
+    }
+}
+
+/// A claimed item and the fencing token of the claim: `ack` and `put` by the claimer act
+/// only while this token is the item's current one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// The item.
+    pub item: Pending,
+    /// The claim's fencing token (never 0; 0 means "not a claim" in `put`).
+    pub fence: u64,
+}
+
+/// What a fenced write found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fenced {
+    /// Done.
+    Done,
+    /// The claim is no longer current (another replica claimed the item since, or it is
+    /// gone): nothing was changed.
+    Stale,
+}
+
+/// How many items one queue shard holds at most; beyond it new items are refused (and
+/// answered as the APNs failure they are), so a long outage cannot grow Redis without bound.
+pub const SHARD_CAP: usize = 50_000;
+
+/// Backoff before attempt `attempts + 1`: 1 s doubling to at most 60 s, with "equal jitter"
+/// (half fixed, half random) so replicas retrying after one outage do not stampede.
+pub fn backoff_ms(attempts: u32, random: u32) -> i64 {
+    let base = 1000i64
+        .saturating_mul(1i64 << attempts.saturating_sub(1).min(6))
+        .min(60_000);
+    base / 2 + i64::from(random) % (base / 2 + 1)
+}
+
+/// A random u32 from the system generator.
+pub fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
+    u32::from_le_bytes(b)
+}
+
+/// The queue's sealing key: 32 bytes every replica derives the same way.
+#[derive(Clone)]
+pub struct QueueKey([u8; 32]);
+
+impl std::fmt::Debug for QueueKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("QueueKey([redacted])")
+    }
+}
+
+impl QueueKey {
+    /// Derives the key from secret material (the APNs key's private scalar, or the bytes of
+    /// `RELAY_QUEUE_KEY`) with HKDF-SHA256.
+    pub fn derive(material: &[u8]) -> Self {
+        struct Len;
+        impl ring::hkdf::KeyType for Len {
+            fn len(&self) -> usize {
+                32
+            }
+        }
+        let salt = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, b"sealrelay-retry-queue-v1");
+        let prk = salt.extract(material);
+        let okm = prk
+            .expand(&[b"aes-256-gcm"], Len)
+            .expect("32 bytes is a valid length");
+        let mut key = [0u8; 32];
+        okm.fill(&mut key).expect("32 bytes is a valid length");
+        Self(key)
+    }
+
+    fn aead(&self) -> ring::aead::LessSafeKey {
+        ring::aead::LessSafeKey::new(
+            ring::aead::UnboundKey::new(&ring::aead::AES_256_GCM, &self.0).expect("32-byte key"),
+        )
+    }
+}
+
+/// Seals and opens queue items under a [`QueueKey`], bound to the item's id.
+pub struct Sealer {
+    key: ring::aead::LessSafeKey,
+}
+
+impl std::fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sealer")
+    }
+}
+
+impl Sealer {
+    /// A sealer for this key.
+    pub fn new(key: &QueueKey) -> Self {
+        Self { key: key.aead() }
+    }
+
+    /// Nonce, then ciphertext and tag; the id is the associated data.
+    pub fn seal(&self, item: &Pending) -> Vec<u8> {
+        let mut nonce = [0u8; 12];
+        let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce);
+        let mut data = serde_json::to_vec(item).expect("plain struct serializes");
+        self.key
+            .seal_in_place_append_tag(
+                ring::aead::Nonce::assume_unique_for_key(nonce),
+                ring::aead::Aad::from(item.id.as_bytes()),
+                &mut data,
+            )
+            .expect("in-memory sealing cannot fail");
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&data);
+        out
+    }
+
+    /// Opens a sealed item; `None` when it was sealed under another key, for another id,
+    /// or damaged.
+    pub fn open(&self, id: &str, blob: &[u8]) -> Option<Pending> {
+        if blob.len() < 12 {
+            return None;
+        }
+        let (nonce, rest) = blob.split_at(12);
+        let mut data = rest.to_vec();
+        let nonce = ring::aead::Nonce::try_assume_unique_for_key(nonce).ok()?;
+        let plain = self
+            .key
+            .open_in_place(nonce, ring::aead::Aad::from(id.as_bytes()), &mut data)
+            .ok()?;
+        serde_json::from_slice(plain).ok()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn item(id: &str) -> Pending {
+        Pending {
+            id: id.into(),
+            device: "ab".repeat(32),
+            collapse_id: "c".repeat(32),
+            flap_key: "c".repeat(32),
+            priority: 10,
+            expiration_s: 2_000_000,
+            body: "{}".into(),
+            env: "p".into(),
+            attempts: 1,
+            ticket_at_ms: 5,
+            ticket_kind: 2,
+            ticket_prev_ms: 3,
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_to_a_minute_with_jitter() {
+        assert_eq!(backoff_ms(1, 0), 500);
+        assert_eq!(backoff_ms(1, 500), 1000);
+        assert_eq!(backoff_ms(2, 0), 1000);
+        assert_eq!(backoff_ms(3, 0), 2000);
+        assert_eq!(backoff_ms(30, 0), 30_000);
+        assert_eq!(backoff_ms(30, 30_000), 60_000);
+        for a in 0..40 {
+            for r in [0, 1, 7919, u32::MAX] {
+                let b = backoff_ms(a, r);
+                assert!((500..=60_000).contains(&b), "{a} {r} {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn sealed_items_round_trip_and_resist_tampering() {
+        let s = Sealer::new(&QueueKey::derive(b"secret"));
+        let blob = s.seal(&item("x"));
+        assert_eq!(s.open("x", &blob), Some(item("x")));
+        assert!(s.open("y", &blob).is_none(), "bound to its id");
+        let mut bad = blob.clone();
+        bad[20] ^= 1;
+        assert!(s.open("x", &bad).is_none());
+        assert!(Sealer::new(&QueueKey::derive(b"other"))
+            .open("x", &blob)
+            .is_none());
+        assert!(
+            !String::from_utf8_lossy(&blob).contains("abab"),
+            "token not in the clear"
+        );
+        assert!(s.open("x", &blob[..5]).is_none());
+        assert_eq!(
+            item("x").ticket(),
+            Ticket {
+                at_ms: 5,
+                kind: TicketKind::Reminder {
+                    prev_reminder_ms: 3
+                }
+            }
+        );
+        assert_eq!(
+            format!("{:?}", QueueKey::derive(b"k")),
+            "QueueKey([redacted])"
+        );
+    }
+
+    #[test]
+    fn acceptance_is_the_expiration_less_the_staleness_window() {
+        assert_eq!(item("x").accepted_ms(), 2_000_000_000 - 600_000);
+    }
+}

@@ -1,0 +1,287 @@
+//! Per-device policy state in Redis: the admission (`admit.lua`), the rollback of a refused
+//! forward, the remembered APNs environment, holds of queued alerts, dead tokens, and the
+//! shared bucket of a busy client address.
+//!
+//! Each device is one Redis hash, `<prefix>{<32 hex of SHA-256(token)>}`, with its tombstone
+//! beside it under the same hash tag: the braces make the device hash its own Cluster slot,
+//! and the key names no token, so a copy of the data reveals none.
+
+use fred::prelude::*;
+use fred::types::scripts::Script;
+
+use super::{err, with_gcra, RedisStore};
+use crate::device::{DeviceToken, Environment};
+use crate::policy::{DeadReason, Decision, Ticket, TicketKind};
+use crate::store::{Admission, StoreError};
+
+/// The admission script exactly as the relay loads it (the benchmark measures Redis's
+/// ceiling with it).
+pub fn admit_lua() -> String {
+    format!("{}{}", super::GCRA_LUA, include_str!("admit.lua"))
+}
+
+/// The scripts this module runs.
+pub(crate) struct Scripts {
+    admit: Script,
+    rollback: Script,
+    remember_env: Script,
+    hold: Script,
+    client: Script,
+}
+
+impl Scripts {
+    pub(crate) fn new() -> Self {
+        Self {
+            admit: with_gcra(include_str!("admit.lua")),
+            rollback: Script::from_lua(include_str!("rollback.lua")),
+            remember_env: Script::from_lua(include_str!("remember_env.lua")),
+            hold: Script::from_lua(include_str!("hold.lua")),
+            client: with_gcra(include_str!("client.lua")),
+        }
+    }
+}
+
+impl RedisStore {
+    /// The device's key.
+    pub fn key(&self, device: &DeviceToken) -> String {
+        format!("{}{{{}}}", self.prefix, device.store_key())
+    }
+
+    /// The device's tombstone key (same hash tag as its state).
+    pub fn dead_key(&self, device: &DeviceToken) -> String {
+        Self::dead_key_of(&self.key(device))
+    }
+
+    fn dead_key_of(state_key: &str) -> String {
+        format!("{state_key}:dead")
+    }
+
+    /// Both keys the admission touches, hashing the token once.
+    fn admit_keys(&self, device: &DeviceToken) -> Vec<String> {
+        let state = self.key(device);
+        let dead = Self::dead_key_of(&state);
+        vec![state, dead]
+    }
+
+    fn ttl_ms(&self) -> i64 {
+        self.policy.horizon_ms() + crate::policy::CLOCK_SKEW_MS
+    }
+
+    /// See [`super::Store::admit`]. One EVALSHA.
+    pub async fn admit(
+        &self,
+        device: &DeviceToken,
+        collapse_id: &str,
+        flap_key: &str,
+        now_ms: i64,
+    ) -> Result<Admission, StoreError> {
+        let p = &self.policy;
+        let args: Vec<Value> = vec![
+            now_ms.into(),
+            collapse_id.into(),
+            flap_key.into(),
+            p.dedup_ms.into(),
+            i64::from(p.flap_max_forwards).into(),
+            p.flap_window_ms.into(),
+            p.cooldown_ms.into(),
+            p.reset_ms.into(),
+            i64::from(p.rate_capacity).into(),
+            p.emission_us.into(),
+            p.horizon_ms().into(),
+            self.ttl_ms().into(),
+            (self.prune_over as i64).into(),
+            crate::policy::CLOCK_SKEW_MS.into(),
+        ];
+        let reply: Vec<Value> = self
+            .scripts
+            .admit
+            .evalsha_with_reload(self.pool.next(), self.admit_keys(device), args)
+            .await
+            .map_err(err)?;
+        parse_admission(&reply)
+            .ok_or_else(|| StoreError::Redis("unexpected reply from admit.lua".into()))
+    }
+
+    /// See [`super::Store::rollback`].
+    pub async fn rollback(
+        &self,
+        device: &DeviceToken,
+        collapse_id: &str,
+        flap_key: &str,
+        ticket: &Ticket,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let (kind, prev) = match ticket.kind {
+            TicketKind::Counted { cooled: false } => (0, 0),
+            TicketKind::Counted { cooled: true } => (1, 0),
+            TicketKind::Reminder { prev_reminder_ms } => (2, prev_reminder_ms),
+        };
+        let args: Vec<Value> = vec![
+            now_ms.into(),
+            collapse_id.into(),
+            flap_key.into(),
+            ticket.at_ms.into(),
+            kind.into(),
+            prev.into(),
+            self.policy.horizon_ms().into(),
+            self.ttl_ms().into(),
+        ];
+        let _: i64 = self
+            .scripts
+            .rollback
+            .evalsha_with_reload(self.pool.next(), vec![self.key(device)], args)
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    /// See [`super::Store::remember_env`].
+    pub async fn remember_env(
+        &self,
+        device: &DeviceToken,
+        env: Environment,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let args: Vec<Value> = vec![
+            now_ms.into(),
+            env.code().into(),
+            self.policy.horizon_ms().into(),
+            self.ttl_ms().into(),
+        ];
+        let _: i64 = self
+            .scripts
+            .remember_env
+            .evalsha_with_reload(self.pool.next(), vec![self.key(device)], args)
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    /// See [`super::Store::hold`] and [`super::Store::release`] (`until_ms` 0).
+    pub async fn hold(
+        &self,
+        device: &DeviceToken,
+        collapse_id: &str,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let args: Vec<Value> = vec![
+            now_ms.into(),
+            collapse_id.into(),
+            until_ms.into(),
+            self.policy.horizon_ms().into(),
+            self.ttl_ms().into(),
+        ];
+        let _: i64 = self
+            .scripts
+            .hold
+            .evalsha_with_reload(self.pool.next(), vec![self.key(device)], args)
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    /// See [`super::Store::bury`].
+    pub async fn bury(
+        &self,
+        device: &DeviceToken,
+        reason: DeadReason,
+        ttl_ms: i64,
+    ) -> Result<(), StoreError> {
+        let code = match reason {
+            DeadReason::Unregistered => "u",
+            DeadReason::ExpiredToken => "e",
+            DeadReason::BadDeviceToken => "b",
+        };
+        let _: () = self
+            .pool
+            .next()
+            .set(
+                self.dead_key(device),
+                code,
+                Some(Expiration::PX(ttl_ms.max(1))),
+                None,
+                false,
+            )
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    /// Takes a token from a client block's shared bucket: `Ok(None)` when taken,
+    /// `Ok(Some(retry_after_s))` when empty.
+    pub async fn client_take(
+        &self,
+        block: &str,
+        now_ms: i64,
+        capacity: i64,
+        emission_us: i64,
+    ) -> Result<Option<u64>, StoreError> {
+        let d = ring::digest::digest(&ring::digest::SHA256, block.as_bytes());
+        let key = format!(
+            "{}{{c:{}}}",
+            self.prefix,
+            crate::device::hex(&d.as_ref()[..16])
+        );
+        let args: Vec<Value> = vec![
+            now_ms.into(),
+            capacity.into(),
+            emission_us.into(),
+            self.client_slack_ms.into(),
+        ];
+        let wait: i64 = self
+            .scripts
+            .client
+            .evalsha_with_reload(self.pool.next(), vec![key], args)
+            .await
+            .map_err(err)?;
+        Ok((wait > 0).then_some(wait as u64))
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Integer(i) => Some(*i),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.to_string()),
+        Value::Bytes(b) => std::str::from_utf8(b).ok().map(str::to_owned),
+        _ => None,
+    }
+}
+
+fn parse_admission(reply: &[Value]) -> Option<Admission> {
+    let code = int(reply.first()?)?;
+    let env = text(reply.get(1)?).and_then(|s| Environment::from_code(&s));
+    let decision = match code {
+        0 => {
+            let at_ms = int(reply.get(2)?)?;
+            let kind = match int(reply.get(3)?)? {
+                0 => TicketKind::Counted { cooled: false },
+                1 => TicketKind::Counted { cooled: true },
+                2 => TicketKind::Reminder {
+                    prev_reminder_ms: int(reply.get(4)?)?,
+                },
+                _ => return None,
+            };
+            Decision::Forward(Ticket { at_ms, kind })
+        }
+        1 => Decision::Coalesced,
+        2 => Decision::Suppressed,
+        3 => Decision::RateLimited {
+            retry_after_s: int(reply.get(2)?)?.max(1) as u64,
+        },
+        4 => Decision::Dead(match text(reply.get(2)?)?.as_str() {
+            "u" => DeadReason::Unregistered,
+            "e" => DeadReason::ExpiredToken,
+            _ => DeadReason::BadDeviceToken,
+        }),
+        _ => return None,
+    };
+    Some(Admission { decision, env })
+}

@@ -1,0 +1,233 @@
+//! The shared retry queue in Redis (semantics in [`crate::store::queue`]): sharded over
+//! [`SHARDS`] hash tags so it spreads over a Cluster, each shard a handful of keys under one
+//! tag, every item sealed, every claim fenced, every key bounded by a TTL that follows the
+//! newest item's staleness window and by [`SHARD_CAP`] items.
+
+use fred::prelude::*;
+use fred::types::scripts::Script;
+
+use super::err;
+use crate::store::queue::{random_u32, Claimed, Fenced, Pending, Sealer, SHARD_CAP};
+use crate::store::StoreError;
+
+/// Queue shards (Redis hash tags).
+pub const SHARDS: usize = 8;
+
+/// Items that could not be opened are kept this long for an operator to look at.
+const ASIDE_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
+
+/// How long a shard's keys outlive the newest item's staleness window.
+const TTL_MARGIN_MS: i64 = 10 * 60 * 1000;
+
+/// One shard's numbers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShardStats {
+    /// Items waiting.
+    pub depth: usize,
+    /// Acceptance of the oldest waiting item, ms.
+    pub oldest_accepted_ms: Option<i64>,
+    /// Items set aside because they could not be opened.
+    pub aside: usize,
+}
+
+/// What a claim found in one shard.
+#[derive(Debug, Default)]
+pub struct ClaimResult {
+    /// Items claimed and opened.
+    pub items: Vec<Claimed>,
+    /// Items that could not be opened (moved aside).
+    pub unopenable: u64,
+}
+
+/// The shared queue in Redis.
+pub struct RedisQueue {
+    pool: Pool,
+    prefix: String,
+    sealer: Sealer,
+    put: Script,
+    claim: Script,
+    ack: Script,
+    stats: Script,
+}
+
+impl std::fmt::Debug for RedisQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisQueue")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisQueue {
+    /// A queue on this pool, under this key prefix, sealed with `sealer`.
+    pub fn new(pool: Pool, prefix: &str, sealer: Sealer) -> Self {
+        Self {
+            pool,
+            prefix: prefix.to_owned(),
+            sealer,
+            put: Script::from_lua(include_str!("queue_put.lua")),
+            claim: Script::from_lua(include_str!("queue_claim.lua")),
+            ack: Script::from_lua(include_str!("queue_ack.lua")),
+            stats: Script::from_lua(include_str!("queue_stats.lua")),
+        }
+    }
+
+    /// The five keys of a shard, in the order the scripts expect.
+    fn keys(&self, shard: usize) -> Vec<String> {
+        ["due", "items", "lease", "born", "aside"]
+            .iter()
+            .map(|k| format!("{}{{q{shard}}}:{k}", self.prefix))
+            .collect()
+    }
+
+    /// The shard an item id lives in.
+    pub fn shard_of(id: &str) -> usize {
+        crate::device::sha256(id.as_bytes())[0] as usize % SHARDS
+    }
+
+    /// Adds an item (`fence` 0) or reschedules it as the claimer holding `fence`, due at
+    /// `due_ms`. `Err` when the shard is full.
+    pub async fn put(
+        &self,
+        item: &Pending,
+        due_ms: i64,
+        fence: u64,
+        now_ms: i64,
+    ) -> Result<Fenced, StoreError> {
+        let shard = Self::shard_of(&item.id);
+        let ttl_ms = (item.expires_ms() - now_ms).max(0) + TTL_MARGIN_MS;
+        let args: Vec<Value> = vec![
+            item.id.as_str().into(),
+            Value::Bytes(self.sealer.seal(item).into()),
+            due_ms.into(),
+            fence.to_string().into(),
+            item.accepted_ms().into(),
+            ttl_ms.into(),
+            (SHARD_CAP as i64).into(),
+        ];
+        let r: i64 = self
+            .put
+            .evalsha_with_reload(self.pool.next(), self.keys(shard), args)
+            .await
+            .map_err(err)?;
+        match r {
+            1 => Ok(Fenced::Done),
+            0 => Ok(Fenced::Stale),
+            _ => Err(StoreError::Full),
+        }
+    }
+
+    /// Claims up to `max` due items of one shard, each with a fresh fencing token. Items
+    /// that cannot be opened are moved aside (and counted in the result), never delivered
+    /// and never silently deleted.
+    pub async fn claim(
+        &self,
+        shard: usize,
+        now_ms: i64,
+        lease_until_ms: i64,
+        max: usize,
+    ) -> Result<ClaimResult, StoreError> {
+        // 1 to 2^40: the claim's fencing tokens are base + 1 .. base + max.
+        let base = (i64::from(random_u32()) << 8 | i64::from(random_u32() & 0xff)) + 1;
+        let args: Vec<Value> = vec![
+            now_ms.into(),
+            lease_until_ms.into(),
+            (max as i64).into(),
+            base.into(),
+        ];
+        let reply: Vec<Value> = self
+            .claim
+            .evalsha_with_reload(self.pool.next(), self.keys(shard), args)
+            .await
+            .map_err(err)?;
+        let mut out = ClaimResult::default();
+        for triple in reply.chunks(3) {
+            let [id, blob, fence] = triple else {
+                continue;
+            };
+            let (Some(id), Some(blob), Some(fence)) = (text(id), bytes(blob), int(fence)) else {
+                continue;
+            };
+            let fence = fence as u64;
+            match self.sealer.open(&id, blob) {
+                Some(item) => out.items.push(Claimed { item, fence }),
+                None => {
+                    tracing::error!(
+                        shard,
+                        "a queued notification cannot be opened: it was sealed under another key (RELAY_QUEUE_KEY or the APNs auth key differs between replicas, or was rotated); moved aside to the queue's aside hash for 7 days, never delivered"
+                    );
+                    out.unopenable += 1;
+                    self.finish(&id, fence, true).await?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Removes an item as the claimer holding `fence` (0: unconditionally).
+    pub async fn ack(&self, id: &str, fence: u64) -> Result<Fenced, StoreError> {
+        self.finish(id, fence, false).await
+    }
+
+    async fn finish(&self, id: &str, fence: u64, aside: bool) -> Result<Fenced, StoreError> {
+        let shard = Self::shard_of(id);
+        let args: Vec<Value> = vec![
+            id.into(),
+            fence.to_string().into(),
+            (if aside { "1" } else { "0" }).into(),
+            ASIDE_TTL_MS.into(),
+        ];
+        let r: i64 = self
+            .ack
+            .evalsha_with_reload(self.pool.next(), self.keys(shard), args)
+            .await
+            .map_err(err)?;
+        Ok(if r == 1 { Fenced::Done } else { Fenced::Stale })
+    }
+
+    /// Depth, oldest acceptance and items set aside, over all shards.
+    pub async fn stats(&self) -> Result<ShardStats, StoreError> {
+        let mut total = ShardStats::default();
+        for shard in 0..SHARDS {
+            let reply: Vec<Value> = self
+                .stats
+                .evalsha_with_reload(self.pool.next(), self.keys(shard), Vec::<Value>::new())
+                .await
+                .map_err(err)?;
+            let get = |i: usize| reply.get(i).and_then(int).unwrap_or(0);
+            total.depth += get(0) as usize;
+            let oldest = get(1);
+            if oldest >= 0 {
+                total.oldest_accepted_ms =
+                    Some(total.oldest_accepted_ms.map_or(oldest, |o| o.min(oldest)));
+            }
+            total.aside += get(2) as usize;
+        }
+        Ok(total)
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Integer(i) => Some(*i),
+        Value::String(s) => s.parse().ok(),
+        Value::Bytes(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.to_string()),
+        Value::Bytes(b) => Some(String::from_utf8_lossy(b).into_owned()),
+        _ => None,
+    }
+}
+
+fn bytes(v: &Value) -> Option<&[u8]> {
+    match v {
+        Value::Bytes(b) => Some(b),
+        Value::String(s) => Some(s.as_bytes()),
+        _ => None,
+    }
+}

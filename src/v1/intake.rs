@@ -1,0 +1,154 @@
+//! `POST /`: one envelope in, one answer out, in this order: the in-flight limit
+//! (`RELAY_MAX_INFLIGHT`, else 503), the client-address bucket (else 429), the body within
+//! its size and time limits (else 413 or 408), the envelope's rules (else 400), then the
+//! delivery core. Every answer, refusals included, writes one log line and one metric
+//! ([`finish`]).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::to_bytes;
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::response::Response;
+use tracing::Instrument;
+
+use super::envelope::{self, Alert, MAX_BODY_BYTES};
+use super::{respond, V1};
+use crate::delivery::Outcome;
+
+/// Why a body could not be read.
+enum BodyError {
+    TooLarge,
+    Unreadable,
+}
+
+async fn read_body(req: Request) -> Result<axum::body::Bytes, BodyError> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(BodyError::TooLarge);
+    }
+    match to_bytes(req.into_body(), MAX_BODY_BYTES).await {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            let too_large = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            Err(if too_large {
+                BodyError::TooLarge
+            } else {
+                BodyError::Unreadable
+            })
+        }
+    }
+}
+
+/// Any method but GET, HEAD and POST on `/`.
+pub(crate) async fn method_not_allowed(State(v1): State<Arc<V1>>) -> Response {
+    let outcome = Outcome::MethodNotAllowed {
+        allow: "GET, HEAD, POST",
+    };
+    finish(&outcome, Instant::now(), None, Some(&v1.replica))
+}
+
+pub(crate) async fn intake(State(v1): State<Arc<V1>>, req: Request) -> Response {
+    let span = tracing::info_span!(
+        "intake",
+        otel.kind = "server",
+        http.request.method = "POST",
+        url.path = "/",
+        replica = %v1.replica,
+        outcome = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+    );
+    crate::telemetry::continue_trace(&span, req.headers());
+    let started = Instant::now();
+    let (outcome, alert) = handle(&v1, req).instrument(span.clone()).await;
+    span.record("outcome", outcome.label());
+    span.record("http.response.status_code", outcome.status().as_u16());
+    let _entered = span.enter();
+    finish(&outcome, started, alert.as_ref(), Some(&v1.replica))
+}
+
+async fn handle(v1: &V1, req: Request) -> (Outcome, Option<Alert>) {
+    let Ok(_permit) = v1.inflight.try_acquire() else {
+        return (Outcome::Overloaded, None);
+    };
+    let _inflight = crate::metrics::InflightGuard::enter();
+    if let Some(limiter) = &v1.clients {
+        let peer = req
+            .extensions()
+            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .map_or(super::clients::UNKNOWN, |c| c.0.ip());
+        let forwarded_for: Vec<&str> = req
+            .headers()
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        let client = super::clients::client_of(peer, &forwarded_for, &v1.settings.trusted_proxies);
+        if let Err(retry_after_s) = limiter
+            .take(client, v1.delivery.store(), v1.delivery.clock().now_ms())
+            .await
+        {
+            return (Outcome::ClientRateLimited { retry_after_s }, None);
+        }
+    }
+    let body = match tokio::time::timeout(v1.settings.body_timeout, read_body(req)).await {
+        Err(_) => return (Outcome::Timeout, None),
+        Ok(Err(BodyError::TooLarge)) => return (Outcome::TooLarge, None),
+        Ok(Err(BodyError::Unreadable)) => return (Outcome::Unreadable, None),
+        Ok(Ok(b)) => b,
+    };
+    let alert = match envelope::parse(&body, v1.settings.max_ciphertext_chars) {
+        Ok(a) => a,
+        Err(e) => return (Outcome::Invalid(e.message().to_owned()), None),
+    };
+    let outcome = v1.delivery.handle(&alert).await;
+    (outcome, Some(alert))
+}
+
+/// Writes the answer's one log line and metric, and renders it.
+pub(crate) fn finish(
+    outcome: &Outcome,
+    started: Instant,
+    alert: Option<&Alert>,
+    replica: Option<&str>,
+) -> Response {
+    let status = outcome.status().as_u16();
+    crate::metrics::intake(outcome.label(), status, started.elapsed());
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let replica = replica.unwrap_or("");
+    match (alert, outcome) {
+        (Some(a), _) => tracing::info!(
+            replica,
+            outcome = outcome.label(),
+            status,
+            device = %a.device.hash8(),
+            collapse = a.collapse_id.prefix8(),
+            priority = a.priority.as_str(),
+            event = a.event,
+            latency_ms,
+            "intake"
+        ),
+        (None, Outcome::Invalid(text)) => tracing::info!(
+            replica,
+            outcome = outcome.label(),
+            status,
+            error = text.as_str(),
+            latency_ms,
+            "intake"
+        ),
+        (None, _) => tracing::info!(
+            replica,
+            outcome = outcome.label(),
+            status,
+            latency_ms,
+            "intake"
+        ),
+    }
+    respond(outcome)
+}

@@ -1,0 +1,140 @@
+//! The cronstable front-end, relay protocol v1: `POST /` takes one sealed envelope per
+//! (alert, device), exactly as the hosted reference relay does (DESIGN.md's table), plus the
+//! pages a daemon's pairing QR points at.
+//!
+//! - [`envelope`]: the body into an [`crate::delivery::Alert`], with the reference's texts;
+//! - [`intake`]: the handler: in-flight limit, client-address bucket, body limits and
+//!   timeouts, then the delivery core, and one log line and one metric per answer;
+//! - [`clients`]: the per-client-address bucket (local, shared in Redis once busy);
+//! - [`pages`]: `/pair`, `/privacy`, the apple-app-site-association file.
+//!
+//! It never redirects: daemons follow 307/308 and would re-post the ciphertext wherever
+//! `Location` points.
+
+pub(crate) mod clients;
+pub mod envelope;
+pub(crate) mod intake;
+pub(crate) mod pages;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+use crate::delivery::{Delivery, Outcome};
+
+/// The v1 front-end's settings.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    /// Ciphertext cap (`RELAY_MAX_CIPHERTEXT_CHARS`).
+    pub max_ciphertext_chars: usize,
+    /// Intake requests processed at once.
+    pub max_inflight: usize,
+    /// Time a client has to send its request headers.
+    pub header_timeout: Duration,
+    /// Time a client has to send its request body.
+    pub body_timeout: Duration,
+    /// Per-client-address bucket: capacity (0: off) and refill per second.
+    pub client_rate: (u32, f64),
+    /// Proxies whose X-Forwarded-For is honoured.
+    pub trusted_proxies: Vec<clients::Cidr>,
+}
+
+/// The v1 front-end: its settings, the core it delivers through, and its admission state.
+#[derive(Debug)]
+pub(crate) struct V1 {
+    settings: Settings,
+    delivery: Arc<Delivery>,
+    inflight: tokio::sync::Semaphore,
+    clients: Option<clients::ClientLimiter>,
+    replica: String,
+}
+
+impl V1 {
+    /// The front-end over `delivery`; `replica` names this replica in log lines.
+    pub(crate) fn new(settings: Settings, delivery: Arc<Delivery>, replica: String) -> Self {
+        crate::metrics::max_inflight(settings.max_inflight);
+        let inflight = tokio::sync::Semaphore::new(settings.max_inflight);
+        let clients = (settings.client_rate.0 > 0)
+            .then(|| clients::ClientLimiter::new(settings.client_rate.0, settings.client_rate.1));
+        Self {
+            settings,
+            delivery,
+            inflight,
+            clients,
+            replica,
+        }
+    }
+
+    /// Forgets client buckets that are full again (called periodically).
+    pub(crate) fn sweep(&self) {
+        if let Some(l) = &self.clients {
+            l.sweep(self.delivery.clock().now_ms());
+        }
+    }
+}
+
+/// The banner `GET /` answers with.
+pub fn banner() -> String {
+    format!(
+        "sealrelay {}: push relay for cronstable (relay protocol v1). It forwards sealed ciphertexts to APNs and never sees an alert's content.\nsource: {}\n",
+        env!("CARGO_PKG_VERSION"),
+        env!("CARGO_PKG_REPOSITORY")
+    )
+}
+
+/// The v1 routes: `/`, and the hosted pages. The public listener's fallback (the one 404)
+/// is [`not_found`].
+pub(crate) fn routes(v1: Arc<V1>, aasa_app_ids: Option<Vec<String>>) -> Router {
+    Router::new()
+        .route(
+            "/",
+            get(root)
+                .post(intake::intake)
+                .fallback(intake::method_not_allowed),
+        )
+        .with_state(v1.clone())
+        .merge(pages::routes(aasa_app_ids))
+}
+
+async fn root() -> Response {
+    let mut resp = banner().into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
+/// Renders an outcome as the v1 answer: its status, JSON body and `Retry-After`.
+pub(crate) fn respond(outcome: &Outcome) -> Response {
+    let mut resp = (outcome.status(), outcome.body().to_string()).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(s) = outcome.retry_after() {
+        h.insert(header::RETRY_AFTER, HeaderValue::from(s));
+    }
+    if let Outcome::MethodNotAllowed { allow } = outcome {
+        h.insert(header::ALLOW, HeaderValue::from_static(allow));
+    }
+    if *outcome == Outcome::Timeout {
+        h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
+}
+
+/// The public listener's one 404, `{"v":1,"error":"not found"}`, logged and counted.
+pub(crate) fn not_found(replica: &str) -> Response {
+    intake::finish(
+        &Outcome::NotFound,
+        std::time::Instant::now(),
+        None,
+        Some(replica),
+    )
+}
