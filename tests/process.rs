@@ -154,3 +154,158 @@ fn hash8(token: &str) -> String {
     let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
     d.as_ref()[..4].iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// A second SIGTERM while the relay drains exits at once (code 1) instead of waiting out
+/// the drain delay.
+#[test]
+fn a_second_sigterm_forces_exit() {
+    let mut cmd = bin();
+    cmd.env("RELAY_LISTEN", "127.0.0.1:0")
+        .env("RELAY_ADMIN_LISTEN", "127.0.0.1:0")
+        .env("RELAY_DRY_RUN", "true")
+        .env("RELAY_SHUTDOWN_DELAY_S", "60");
+    let mut child = ChildProcess::spawn(cmd, false).unwrap();
+    child
+        .wait_for_line(Duration::from_secs(20), |l| l.contains("sealrelay serving"))
+        .expect("started");
+    child.signal(SIGTERM);
+    child
+        .wait_for_line(Duration::from_secs(10), |l| l.contains("draining"))
+        .expect("draining after the first signal");
+    let started = std::time::Instant::now();
+    child.signal(SIGTERM);
+    assert_eq!(child.wait_exit(Duration::from_secs(10)), Some(1));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(child
+        .lines()
+        .iter()
+        .any(|l| l.contains("second shutdown signal")));
+}
+
+/// Every intake answer, refusals included (404, 405, 413, 400 invalid, 429 client limit,
+/// 408 timeout), writes exactly one log line and one metric increment with its outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_intake_answer_writes_one_log_line_and_one_metric() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut cmd = bin();
+    cmd.env("RELAY_LISTEN", "127.0.0.1:0")
+        .env("RELAY_ADMIN_LISTEN", "127.0.0.1:0")
+        .env("RELAY_DRY_RUN", "true")
+        .env("RELAY_BODY_TIMEOUT_MS", "300")
+        .env("RELAY_IP_RATE_CAPACITY", "5")
+        .env("RELAY_IP_RATE_REFILL_PER_S", "0.001");
+    let child = ChildProcess::spawn(cmd, false).unwrap();
+    let line = child
+        .wait_for_line(Duration::from_secs(20), |l| l.contains("sealrelay serving"))
+        .expect("started");
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let port = |f: &str| -> u16 {
+        v[f].as_str()
+            .unwrap()
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (public, admin) = (port("addr"), port("admin_addr"));
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http();
+    let url = format!("http://127.0.0.1:{public}");
+    let metric = |body: &str, outcome: &str, status: &str| -> u64 {
+        let prefix = format!(
+            "sealrelay_intake_requests_total{{outcome=\"{outcome}\",status=\"{status}\"}} "
+        );
+        body.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map_or(0, |v| v.trim().parse().unwrap())
+    };
+    let metrics_url = format!("http://127.0.0.1:{admin}/metrics");
+    let scrape = || request(&client, "GET", &metrics_url, vec![]);
+    let before = scrape().await.body;
+    let cases: Vec<(&str, &str, &str, Vec<u8>, &str)> = vec![
+        ("GET", "/nowhere", "not_found", vec![], "404"),
+        ("PUT", "/", "method_not_allowed", vec![], "405"),
+        ("POST", "/", "too_large", vec![b'x'; 9000], "413"),
+        ("POST", "/", "invalid", b"{}".to_vec(), "400"),
+        (
+            "POST",
+            "/",
+            "forwarded",
+            serde_json::to_vec(&envelope(&device(1), &id(1))).unwrap(),
+            "202",
+        ),
+    ];
+    for (method, path, _, body, status) in &cases {
+        let r = request(&client, method, &format!("{url}{path}"), body.clone()).await;
+        assert_eq!(r.status.to_string(), *status, "{method} {path}");
+    }
+    // A body that never arrives: 408.
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", public))
+        .await
+        .unwrap();
+    s.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        .await
+        .unwrap();
+    let mut buf = vec![0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 408"));
+    // Four posts took tokens of the client bucket (5): one more passes, the rest are 429.
+    let mut limited = 0;
+    for _ in 0..4 {
+        if request(&client, "POST", &url, b"{}".to_vec()).await.status == 429 {
+            limited += 1;
+        }
+    }
+    assert_eq!(limited, 3);
+    let after = scrape().await.body;
+    let mut expected: Vec<(&str, &str, u64)> = cases.iter().map(|c| (c.2, c.4, 1)).collect();
+    expected.push(("timeout", "408", 1));
+    expected.push(("client_rate_limited", "429", limited));
+    for (outcome, status, n) in &expected {
+        let invalid_extra = if *outcome == "invalid" {
+            4 - limited
+        } else {
+            0
+        };
+        assert_eq!(
+            metric(&after, outcome, status) - metric(&before, outcome, status),
+            n + invalid_extra,
+            "{outcome} {status}"
+        );
+    }
+    // One log line per answer, with its outcome and status.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let lines = child.lines();
+        let count = |outcome: &str| {
+            lines
+                .iter()
+                .filter(|l| {
+                    l.contains("\"message\":\"intake\"")
+                        && l.contains(&format!("\"outcome\":\"{outcome}\""))
+                })
+                .count() as u64
+        };
+        let ok = expected.iter().all(|(o, _, n)| {
+            let extra = if *o == "invalid" { 4 - limited } else { 0 };
+            count(o) == n + extra
+        });
+        if ok {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "log lines per outcome differ: {:?}",
+            expected
+                .iter()
+                .map(|(o, _, _)| (o, count(o)))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child.signal(SIGTERM);
+}

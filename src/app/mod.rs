@@ -29,19 +29,6 @@ use crate::v1::V1;
 
 pub use shutdown::Signals;
 
-/// Listeners and drain.
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    /// Public listener (`RELAY_LISTEN`).
-    pub listen: SocketAddr,
-    /// Admin listener: probes and metrics (`RELAY_ADMIN_LISTEN`).
-    pub admin_listen: SocketAddr,
-    /// After SIGTERM: serve this long with `/readyz` at 503.
-    pub shutdown_delay: Duration,
-    /// Then wait at most this long for in-flight requests.
-    pub shutdown_grace: Duration,
-}
-
 /// How often in-process state is swept and fan-out channels pruned.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// How often the metrics recorder folds recorded histogram samples into its buckets.

@@ -1,12 +1,27 @@
-//! Listeners and drain: `RELAY_LISTEN`, `RELAY_ADMIN_LISTEN`, `RELAY_SHUTDOWN_*`.
+//! Listeners and drain: `RELAY_LISTEN`, `RELAY_ADMIN_LISTEN`, `RELAY_SHUTDOWN_*`. These
+//! belong to the wiring (`app`), which reads the configuration rather than owning a
+//! settings type, so the section's type lives here.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::Reader;
-use crate::app::Settings;
 
-pub(super) fn read(r: &mut Reader<'_>) -> Settings {
-    Settings {
+/// Listeners and drain.
+#[derive(Debug, Clone)]
+pub(crate) struct Listen {
+    /// Public listener (`RELAY_LISTEN`).
+    pub listen: SocketAddr,
+    /// Admin listener: probes and metrics (`RELAY_ADMIN_LISTEN`).
+    pub admin_listen: SocketAddr,
+    /// After SIGTERM: serve this long with `/readyz` at 503.
+    pub shutdown_delay: Duration,
+    /// Then wait at most this long for in-flight requests.
+    pub shutdown_grace: Duration,
+}
+
+pub(super) fn read(r: &mut Reader<'_>) -> Listen {
+    Listen {
         listen: r.addr("RELAY_LISTEN"),
         admin_listen: r.addr("RELAY_ADMIN_LISTEN"),
         shutdown_delay: Duration::from_secs(r.int("RELAY_SHUTDOWN_DELAY_S", 0, 300)),

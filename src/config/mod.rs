@@ -6,7 +6,7 @@
 //!
 //! Each section is read by a file of its own and produces the settings type of the
 //! component that owns it (components never import this module): [`listen`] the
-//! listeners and drain ([`crate::app::Settings`]), [`store`] Redis and the retry queue's key
+//! listeners and drain (read by `app`, the wiring), [`store`] Redis and the retry queue's key
 //! ([`crate::store::Settings`]), [`apns`] the APNs module ([`crate::push::apns::Settings`])
 //! and how forwards are delivered ([`crate::delivery::Settings`]), [`policy`] the device
 //! policy ([`crate::policy::Policy`]), [`v1`] the cronstable front-end
@@ -75,7 +75,7 @@ pub(crate) enum Delivery {
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Listeners and drain.
-    pub(crate) app: crate::app::Settings,
+    pub(crate) app: listen::Listen,
     /// Redis, the failure mode, the retry queue's sealing key.
     pub(crate) store: crate::store::Settings,
     /// The device policy.

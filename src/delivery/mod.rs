@@ -28,7 +28,7 @@ use crate::clock::Clock;
 use crate::device::{hex, DeviceToken, Environment};
 use crate::policy::{DeadReason, Decision, Ticket, STALENESS_S};
 use crate::push::apns::payload::{self, Level};
-use crate::push::{Kind, Message, Push, Verdict, VerdictClass};
+use crate::push::{Kind, Message, Push, Reply, Verdict, VerdictClass};
 use crate::store::queue::{backoff_ms, random_u32, Pending};
 use crate::store::{Admission, Store};
 
@@ -313,7 +313,16 @@ impl Delivery {
             push.request_timeout()
                 .min(deadline.saturating_duration_since(now))
         };
-        let reply = push.send(first, m, budget(Instant::now())).await;
+        // The deadline holds whatever the service does with its budget.
+        let send = |env: Environment, budget: Duration| async move {
+            tokio::time::timeout(budget, push.send(env, m, budget))
+                .await
+                .unwrap_or(Reply {
+                    verdict: Verdict::Unreachable,
+                    status: 0,
+                })
+        };
+        let reply = send(first, budget(Instant::now())).await;
         if self.settings.environment != EnvironmentMode::Auto || !reply.verdict.wrong_environment()
         {
             let bad_everywhere = is_bad_token(&reply.verdict);
@@ -334,7 +343,7 @@ impl Delivery {
                 env: second,
             };
         }
-        let reply = push.send(second, m, left).await;
+        let reply = send(second, left).await;
         if reply.verdict == Verdict::Delivered && remembered != Some(second) {
             let left = deadline.saturating_duration_since(Instant::now());
             let remembered = tokio::time::timeout(
@@ -413,14 +422,23 @@ fn from_verdict(v: Verdict) -> Outcome {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod id_tests {
     use super::*;
 
     #[test]
     fn apns_id_is_a_stable_uuid() {
-        let body = serde_json::json!({"v":1,"device":"ab".repeat(32),"ciphertext":"A".repeat(68),
-            "collapseId":"93bc5d02dc2a24b5365347573b6f5115","priority":"passive","event":true});
-        let a = crate::v1::envelope::parse(&serde_json::to_vec(&body).unwrap(), 3800).unwrap();
+        let a = Alert {
+            device: DeviceToken::parse(&"ab".repeat(32)).unwrap(),
+            suite: "x25519".into(),
+            ciphertext: "A".repeat(68),
+            collapse_id: alert::Id32::parse("93bc5d02dc2a24b5365347573b6f5115").unwrap(),
+            flap_id: None,
+            priority: alert::Priority::Passive,
+            event: true,
+        };
         let id = apns_id(&a);
         assert_eq!(id, apns_id(&a));
         assert_eq!(id.len(), 36);

@@ -1,0 +1,313 @@
+//! The delivery core and the retry worker against a scripted push service, with a manual
+//! clock for the policy and paused tokio time for deadlines: no sleeps cross a window.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::*;
+use crate::clock::Clock;
+use crate::policy::Policy;
+use crate::push::BoxFuture;
+use crate::store::queue::QueueKey;
+use crate::store::Store;
+
+const T0: i64 = 1_790_000_000_000;
+
+/// One scripted answer: after `delay`, this status and reason; `None` never answers.
+#[derive(Debug, Clone)]
+struct Step {
+    env: Environment,
+    delay: Duration,
+    answer: Option<(u16, &'static str)>,
+}
+
+/// A push service that answers from a script and records what it was asked.
+#[derive(Debug, Default)]
+struct Scripted {
+    steps: Mutex<VecDeque<Step>>,
+    calls: Mutex<Vec<Environment>>,
+}
+
+impl Scripted {
+    fn new(steps: Vec<Step>) -> Arc<Self> {
+        Arc::new(Self {
+            steps: Mutex::new(steps.into()),
+            calls: Mutex::default(),
+        })
+    }
+
+    fn calls(&self) -> Vec<Environment> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+fn step(env: Environment, delay_ms: u64, answer: Option<(u16, &'static str)>) -> Step {
+    Step {
+        env,
+        delay: Duration::from_millis(delay_ms),
+        answer,
+    }
+}
+
+impl Push for Scripted {
+    fn send<'a>(
+        &'a self,
+        env: Environment,
+        _m: &'a Message,
+        _budget: Duration,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(async move {
+            self.calls.lock().unwrap().push(env);
+            let s = self
+                .steps
+                .lock()
+                .unwrap()
+                .pop_front()
+                .expect("a scripted step");
+            assert_eq!(s.env, env, "asked on {env:?}, scripted for {:?}", s.env);
+            tokio::time::sleep(s.delay).await;
+            match s.answer {
+                None => std::future::pending().await,
+                Some((status, reason)) => Reply {
+                    verdict: crate::push::apns::classify(
+                        status,
+                        Some(reason).filter(|r| !r.is_empty()),
+                    ),
+                    status,
+                },
+            }
+        })
+    }
+
+    fn request_timeout(&self) -> Duration {
+        Duration::from_secs(3)
+    }
+}
+
+fn settings(lease_ms: i64) -> Settings {
+    Settings {
+        environment: EnvironmentMode::Auto,
+        tombstone_ttl_ms: 86_400_000,
+        retry_lease_ms: lease_ms,
+        alert_title: "t".into(),
+        alert_body: "b".into(),
+    }
+}
+
+fn alert(n: u8) -> Alert {
+    Alert {
+        device: DeviceToken::parse(&format!("{n:02x}{}", "ab".repeat(31))).unwrap(),
+        suite: "x25519".into(),
+        ciphertext: "A".repeat(68),
+        collapse_id: alert::Id32::parse(&format!("{n:032x}")).unwrap(),
+        flap_id: None,
+        priority: alert::Priority::TimeSensitive,
+        event: false,
+    }
+}
+
+fn core(store: Arc<Store>, push: Arc<Scripted>, clock: &Clock, lease_ms: i64) -> Arc<Delivery> {
+    Arc::new(Delivery::new(
+        settings(lease_ms),
+        store,
+        Sender::Push(push),
+        clock.clone(),
+    ))
+}
+
+/// After an environment fallback that failed transiently, the queued item names the
+/// environment the attempt ended on, so the retry never goes back to the one that
+/// rejected the token.
+#[tokio::test(start_paused = true)]
+async fn a_retry_goes_to_the_environment_the_last_attempt_ended_on() {
+    use Environment::{Production as P, Sandbox as S};
+    let clock = Clock::manual(T0);
+    let store = Arc::new(Store::memory(Policy::defaults()));
+    let push = Scripted::new(vec![
+        step(P, 0, Some((400, "BadDeviceToken"))),
+        step(S, 0, Some((503, "ServiceUnavailable"))),
+        step(S, 0, Some((200, ""))),
+    ]);
+    let d = core(store.clone(), push.clone(), &clock, 30_000);
+    assert_eq!(d.handle(&alert(1)).await, Outcome::Queued);
+    clock.advance_ms(1_000);
+    let now = clock.now_ms();
+    let mut leases = store.claim(now, now + 30_000, 10).await;
+    assert_eq!(leases.len(), 1);
+    assert_eq!(leases[0].claimed.item.env, "s");
+    d.retry(leases.remove(0)).await;
+    assert_eq!(push.calls(), vec![P, S, S]);
+    assert_eq!(store.local_queue_len(), 0, "delivered and acknowledged");
+}
+
+/// One deadline, half the lease, bounds a whole retry attempt: a first environment that
+/// answers slowly with BadDeviceToken and a second that never answers end the attempt at
+/// the deadline, and the item is rescheduled (still the claimer's, so the write takes).
+#[tokio::test(start_paused = true)]
+async fn one_deadline_bounds_a_retry_attempt_across_both_environments() {
+    use Environment::{Production as P, Sandbox as S};
+    let clock = Clock::manual(T0);
+    let store = Arc::new(Store::memory(Policy::defaults()));
+    let lease_ms = 10_000;
+    let push = Scripted::new(vec![
+        step(P, 0, Some((503, "ServiceUnavailable"))),
+        // The retry: production takes 2.5 s to say BadDeviceToken, sandbox hangs.
+        step(P, 2_500, Some((400, "BadDeviceToken"))),
+        step(S, 0, None),
+    ]);
+    let d = core(store.clone(), push.clone(), &clock, lease_ms);
+    assert_eq!(d.handle(&alert(2)).await, Outcome::Queued);
+    clock.advance_ms(1_000);
+    let now = clock.now_ms();
+    let lease = store.claim(now, now + lease_ms, 10).await.remove(0);
+    let started = tokio::time::Instant::now();
+    d.retry(lease).await;
+    let took = started.elapsed();
+    assert!(
+        took <= Duration::from_millis(lease_ms as u64 / 2),
+        "the attempt took {took:?}"
+    );
+    assert!(took >= Duration::from_millis(4_900), "{took:?}");
+    assert_eq!(push.calls(), vec![P, P, S]);
+    // Rescheduled for later, with the environment it ended on and two attempts counted.
+    let now = clock.now_ms();
+    let again = store.claim(now + 120_000, now + 200_000, 10).await;
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].claimed.item.attempts, 2);
+    assert_eq!(again[0].claimed.item.env, "s");
+}
+
+/// A claimer whose lease passed to another worker neither delivers-and-deletes nor rolls
+/// back: its acknowledgement is stale, so the forward record stays for the new owner.
+#[tokio::test(start_paused = true)]
+async fn a_stale_claim_settles_nothing() {
+    use Environment::Production as P;
+    let clock = Clock::manual(T0);
+    let store = Arc::new(Store::memory(Policy::defaults()));
+    let push = Scripted::new(vec![
+        step(P, 0, Some((503, "ServiceUnavailable"))),
+        step(P, 0, Some((400, "BadCollapseId"))),
+    ]);
+    let d = core(store.clone(), push, &clock, 30_000);
+    let a = alert(3);
+    assert_eq!(d.handle(&a).await, Outcome::Queued);
+    clock.advance_ms(1_000);
+    let now = clock.now_ms();
+    let stale = store.claim(now, now + 30_000, 10).await.remove(0);
+    // Its lease runs out; another worker claims the item.
+    clock.advance_ms(30_000);
+    let now = clock.now_ms();
+    let current = store.claim(now, now + 30_000, 10).await.remove(0);
+    assert_ne!(stale.claimed.fence, current.claimed.fence);
+    // The stale claimer's attempt is refused for good: it must not roll back or delete.
+    d.retry(stale).await;
+    assert_eq!(
+        store.local_queue_len(),
+        1,
+        "the item is still the new owner's"
+    );
+    // The alert is still held (coalesces), as the new owner's attempt is pending.
+    let now = clock.now_ms();
+    let again = store
+        .admit(&a.device, a.collapse_id.as_str(), a.flap_key(), now)
+        .await
+        .unwrap();
+    assert_eq!(again.decision, Decision::Coalesced);
+}
+
+/// An item past its staleness window is never sent: it expires, and its forward is rolled
+/// back so the alert is eligible again.
+#[tokio::test(start_paused = true)]
+async fn an_item_past_its_window_expires_unsent() {
+    use Environment::Production as P;
+    let clock = Clock::manual(T0);
+    let store = Arc::new(Store::memory(Policy::defaults()));
+    let push = Scripted::new(vec![step(P, 0, Some((503, "ServiceUnavailable")))]);
+    let d = core(store.clone(), push.clone(), &clock, 30_000);
+    let a = alert(4);
+    assert_eq!(d.handle(&a).await, Outcome::Queued);
+    clock.advance_ms(601_000);
+    let now = clock.now_ms();
+    let lease = store.claim(now, now + 30_000, 10).await.remove(0);
+    d.retry(lease).await;
+    assert_eq!(push.calls().len(), 1, "never sent late");
+    assert_eq!(store.local_queue_len(), 0);
+    let again = store
+        .admit(
+            &a.device,
+            a.collapse_id.as_str(),
+            a.flap_key(),
+            clock.now_ms(),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(again.decision, Decision::Forward(_)));
+}
+
+/// Items a degraded replica queued in process are handed to Redis when the worker stops,
+/// where another replica can claim them.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_worker_hands_its_local_queue_to_redis_when_it_stops() {
+    use crate::store::fanout::Fanout;
+    use crate::store::queue::Sealer;
+    use crate::store::redis::queue::RedisQueue;
+    use crate::store::redis::{RedisSettings, RedisStore};
+    use crate::store::RedisFailure;
+    let mut server = sealrelay_testkit::redis::RedisServer::start();
+    let key = QueueKey::derive(b"shutdown hand-over");
+    let build = || {
+        let s = RedisSettings {
+            url: server.url(),
+            prefix: "stop:".into(),
+            pool_size: 1,
+            timeout: Duration::from_millis(300),
+        };
+        let redis = RedisStore::connect(&s, Policy::defaults()).unwrap();
+        let queue = RedisQueue::new(redis.pool().clone(), "stop:", Sealer::new(&key));
+        Store::redis(
+            redis,
+            Some(queue),
+            Fanout::memory(),
+            Policy::defaults(),
+            RedisFailure::Degrade,
+        )
+    };
+    let store = Arc::new(build());
+    let other = build();
+    while !(store.ready() && other.ready()) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.stop();
+    let clock = Clock::System;
+    let push = Scripted::new(vec![step(
+        Environment::Production,
+        0,
+        Some((503, "ServiceUnavailable")),
+    )]);
+    let d = core(store.clone(), push, &clock, 30_000);
+    assert_eq!(d.handle(&alert(5)).await, Outcome::Queued);
+    assert!(store.degraded());
+    assert_eq!(store.local_queue_len(), 1);
+    server.restart();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while store.degraded() {
+        assert!(std::time::Instant::now() < deadline, "never recovered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Not in the loop's recovery hand-over: the stop path alone must do it.
+    assert!(store.take_recovered());
+    let (tx, rx) = tokio::sync::watch::channel(true);
+    d.clone().run_retries(rx).await;
+    drop(tx);
+    assert_eq!(store.local_queue_len(), 0);
+    let mut found = Vec::new();
+    for _ in 0..crate::store::redis::queue::SHARDS {
+        found.extend(
+            other
+                .claim(clock.now_ms() + 120_000, clock.now_ms() + 200_000, 10)
+                .await,
+        );
+    }
+    assert_eq!(found.len(), 1);
+}
