@@ -59,7 +59,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 if [ -z "${BENCH_SKIP_BUILD:-}" ]; then
   log "building (release)"
-  cargo build --release --bins
+  cargo build --release --locked -p sealrelay -p sealrelay-bench --bins
 fi
 bin=$root/target/release
 for b in sealrelay relay-bench bench-intake; do

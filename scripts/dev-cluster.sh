@@ -32,7 +32,7 @@ up() {
   local n=${1:-3}
   [ -d "$dir" ] && { echo "dev-cluster: already up (scripts/dev-cluster.sh down first)" >&2; exit 1; }
   command -v redis-server >/dev/null || { echo "dev-cluster: redis-server is missing (apt-get install redis-server)" >&2; exit 1; }
-  cargo build --release --bins
+  cargo build --release --locked -p sealrelay -p sealrelay-bench --bins
   mkdir -p "$dir"
   redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no \
     --daemonize yes --pidfile "$PWD/$dir/redis.pid" --logfile "$PWD/$dir/redis.log"
