@@ -318,11 +318,11 @@ one go, with the load generator on the same cores as everything it measures.
 
 Definitions. A, B and C are each measured alone with the same generator and concurrency
 ({f0(get('part-intake', 'connections'))} connections / in-flight requests): A drives `bench-intake` (hyper HTTP/1.1,
-`sealrelay::envelope::parse`, 202) with the same envelopes as the relay runs; B is
-`relay-bench redis`, EVALSHA of `src/store/admit.lua` with the relay's key layout and
+`sealrelay::v1::envelope::parse`, 202) with the same envelopes as the relay runs; B is
+`relay-bench redis`, EVALSHA of `src/store/redis/admit.lua` (with `gcra.lua` in front, as the relay loads it) with the relay's key layout and
 arguments for a fresh device per call (every call a forward), over 4 pipelined connections
 like the relay's pool; C is `relay-bench apns`, a hyper-util HTTP/2 client configured like
-`src/apns/client.rs` sending the relay's headers and payload to the fast mock APNs (TLS,
+`src/push/apns/client.rs` sending the relay's headers and payload to the fast mock APNs (TLS,
 no JWT verification). CPU time is utime+stime from `/proc/<pid>/stat` over the measured
 interval. The parts' CPU sum is the relay's side of each hop plus Redis: intake server + the
 Redis client (relay-bench's fred issuing the EVALSHA, the same work the relay does for its one

@@ -6,8 +6,8 @@ The source of truth is the `vars!` table of the relay (every `src/config*.rs` an
 
     "NAME", Some("default") | None, "kind", "help";
 
-and `kind` says what the variable takes: `int:LO..HI`, `float:LO..HI` (LO exclusive when it
-is 0), `bool`, `enum:a|b|c`, `addr` (host:port), `url:SCHEME` (`redis`: every Redis form,
+and `kind` says what the variable takes: `int:LO..HI`, `float:LO..HI` (both bounds
+inclusive), `bool`, `enum:a|b|c`, `addr` (host:port), `url:SCHEME` (`redis`: every Redis form,
 `http`: http or https, `https`: https only), `string:MIN..MAX` (characters), `appleid` (10 of
 A-Z0-9), `path`, `secret`, `list:cidr` (comma-separated).
 
@@ -248,12 +248,7 @@ def kind_schema(kind: str) -> dict:
         return {"type": "integer", "minimum": lo, "maximum": hi}
     if head == "float":
         lo, hi = _range(kind, arg, float)
-        s: dict = {"type": "number", "maximum": _num(hi)}
-        if lo == 0:
-            s["exclusiveMinimum"] = 0
-        else:
-            s["minimum"] = _num(lo)
-        return s
+        return {"type": "number", "minimum": _num(lo), "maximum": _num(hi)}
     if head == "bool" and not arg:
         return {"type": "boolean"}
     if head == "enum" and arg:

@@ -11,6 +11,9 @@ log() { printf '\n== %s\n' "$*" >&2; }
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
+# Debian's Chromium, for the hosted pages' browser test (driven by playwright-core).
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "installing ${need_apt[*]}"
   if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
@@ -35,6 +38,12 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import cronstable, na
   "$venv/bin/pip" install -q --disable-pip-version-check "cronstable[push]==1.2.72" pynacl
 fi
 export SEALRELAY_E2E_PYTHON="$PWD/$venv/bin/python"
+
+# playwright-core for the browser test, from its lock file (it downloads no browser).
+if [ ! -d tests/browser/node_modules/playwright-core ]; then
+  log "npm ci in tests/browser"
+  (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
+fi
 
 # cargo-nextest at the version the suite is run with (what the CI machines carry).
 NEXTEST_VERSION=0.9.143

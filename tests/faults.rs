@@ -408,3 +408,87 @@ async fn a_busy_clients_bucket_is_shared_in_redis() {
     let pttl: i64 = redis.cli(&["PTTL", key]).trim().parse().unwrap();
     assert!(pttl > 0);
 }
+
+fn gauge(body: &str, series: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(&format!("{series} ")))
+        .map(|v| v.trim().parse().unwrap())
+}
+
+/// The shared queue's depth is reported with `scope="shared"` by every replica alike (so a
+/// dashboard takes the max, never the sum), with the oldest item's age; when Redis fails,
+/// the gauge keeps its last value instead of reporting an empty queue, and the items this
+/// replica queues meanwhile show under `scope="local"`. Two relay processes, so each has its
+/// own metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_queue_gauge_is_not_multiplied_nor_zeroed_by_a_redis_error() {
+    let mut redis = RedisServer::start();
+    let pki = pki();
+    let key = auth_key();
+    let prod = mock(&pki, &key).await;
+    let sandbox = mock(&pki, &key).await;
+    // APNs fails transiently for everyone: the notification waits in the shared queue.
+    prod.reply_default(Some(Reply::new(503, Some("ServiceUnavailable"))));
+    sandbox.reply_default(Some(Reply::new(503, Some("ServiceUnavailable"))));
+    let mut vars = relay_vars(&pki, &key, &prod, &sandbox);
+    vars.retain(|(k, _)| k != "RELAY_LISTEN" && k != "RELAY_ADMIN_LISTEN");
+    vars.push(("REDIS_URL".into(), redis.url()));
+    vars.push(("RELAY_REDIS_TIMEOUT_MS".into(), "200".into()));
+    let a = RelayProcess::spawn(&vars);
+    let b = RelayProcess::spawn(&vars);
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http();
+    let scrape = |p: &RelayProcess| {
+        let url = format!("http://127.0.0.1:{}/metrics", p.admin);
+        let client = client.clone();
+        async move { request(&client, "GET", &url, vec![]).await.body }
+    };
+    let post = |p: &RelayProcess, n: u32| {
+        let url = p.url();
+        let client = client.clone();
+        async move {
+            request(
+                &client,
+                "POST",
+                &url,
+                serde_json::to_vec(&envelope(&device(n), &id(n))).unwrap(),
+            )
+            .await
+        }
+    };
+    assert_eq!(post(&a, 1).await.status, 202);
+    let shared = r#"sealrelay_retry_queue_depth{scope="shared"}"#;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (ba, bb) = (scrape(&a).await, scrape(&b).await);
+        if gauge(&ba, shared) == Some(1.0) && gauge(&bb, shared) == Some(1.0) {
+            let age = gauge(
+                &ba,
+                r#"sealrelay_retry_queue_oldest_age_seconds{scope="shared"}"#,
+            )
+            .unwrap();
+            assert!((0.0..600.0).contains(&age), "{age}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "both replicas report the one shared item: {:?} {:?}",
+            gauge(&ba, shared),
+            gauge(&bb, shared)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    redis.stop();
+    // A request now degrades A; the next item waits in A's own queue.
+    let r = post(&a, 2).await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    let ba = scrape(&a).await;
+    assert_eq!(gauge(&ba, "sealrelay_degraded"), Some(1.0));
+    assert_eq!(gauge(&ba, shared), Some(1.0), "kept, not zeroed:\n{ba}");
+    assert_eq!(
+        gauge(&ba, r#"sealrelay_retry_queue_depth{scope="local"}"#),
+        Some(1.0),
+        "{ba}"
+    );
+}

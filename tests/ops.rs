@@ -11,8 +11,7 @@ use bytes::Bytes;
 use common::process::RelayProcess;
 use common::*;
 use http_body_util::{BodyExt, Full};
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-use prost::Message;
+use sealrelay_testkit::otlp::Receiver;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs promtool (Debian package prometheus); scripts/test.sh installs it and runs ignored tests"]
@@ -58,60 +57,6 @@ async fn metrics_pass_promtool() {
     );
 }
 
-type Spans = Arc<Mutex<Vec<opentelemetry_proto::tonic::trace::v1::Span>>>;
-
-/// An OTLP/HTTP (protobuf) trace receiver on a free loopback port.
-async fn otlp_receiver() -> (SocketAddr, Spans) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let spans: Spans = Arc::default();
-    let store = spans.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let store = store.clone();
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let store = store.clone();
-                        async move {
-                            let path = req.uri().path().to_owned();
-                            let body = req
-                                .into_body()
-                                .collect()
-                                .await
-                                .map(|c| c.to_bytes())
-                                .unwrap_or_default();
-                            if path == "/v1/traces" {
-                                if let Ok(export) = ExportTraceServiceRequest::decode(body) {
-                                    let mut s = store.lock().unwrap();
-                                    for rs in export.resource_spans {
-                                        for ss in rs.scope_spans {
-                                            s.extend(ss.spans);
-                                        }
-                                    }
-                                }
-                            }
-                            Ok::<_, std::convert::Infallible>(
-                                hyper::Response::builder()
-                                    .header("content-type", "application/x-protobuf")
-                                    .body(Full::new(Bytes::new()))
-                                    .unwrap(),
-                            )
-                        }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(tcp), svc)
-                    .await;
-            });
-        }
-    });
-    (addr, spans)
-}
-
 fn relay_process_vars(
     pki: &Pki,
     key: &AuthKey,
@@ -129,16 +74,13 @@ fn sigterm(pid: u32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn traces_reach_an_otlp_receiver_with_parent_links() {
-    let (addr, spans) = otlp_receiver().await;
+    let receiver = Receiver::start(None).await.unwrap();
     let pki = pki();
     let key = auth_key();
     let prod = mock(&pki, &key).await;
     let sandbox = mock(&pki, &key).await;
     let mut vars = relay_process_vars(&pki, &key, &prod, &sandbox);
-    vars.push((
-        "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
-        format!("http://{addr}"),
-    ));
+    vars.push(("OTEL_EXPORTER_OTLP_ENDPOINT".into(), receiver.url()));
     vars.push(("OTEL_BSP_SCHEDULE_DELAY".into(), "100".into()));
     vars.push(("RELAY_SHUTDOWN_DELAY_S".into(), "0".into()));
     let relay = RelayProcess::spawn(&vars);
@@ -159,7 +101,7 @@ async fn traces_reach_an_otlp_receiver_with_parent_links() {
     let deadline = Instant::now() + Duration::from_secs(15);
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     loop {
-        let got = spans.lock().unwrap().clone();
+        let got = receiver.spans();
         let find = |name: &str| got.iter().find(|s| s.name == name).cloned();
         if let (Some(intake), Some(admission), Some(apns)) =
             (find("intake"), find("admission"), find("apns"))
@@ -201,6 +143,133 @@ async fn traces_reach_an_otlp_receiver_with_parent_links() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    sigterm(relay.pid());
+}
+
+/// OTLP over TLS: only `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` set (an https:// URL used as
+/// is), the collector's private CA given by `OTEL_EXPORTER_OTLP_CERTIFICATE`, an API key in
+/// `OTEL_EXPORTER_OTLP_HEADERS`. Spans arrive, the header reaches the collector and never a
+/// log line, and the request's log line carries the span's `trace_id` and `span_id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_reach_a_tls_collector_and_logs_carry_their_ids() {
+    let collector_pki = pki();
+    let receiver = Receiver::start(Some(&collector_pki)).await.unwrap();
+    let pki = pki();
+    let key = auth_key();
+    let prod = mock(&pki, &key).await;
+    let sandbox = mock(&pki, &key).await;
+    let mut vars = relay_process_vars(&pki, &key, &prod, &sandbox);
+    let api_key = "k3y-7f0e9d1c5b2a";
+    for (k, v) in [
+        (
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            format!("{}/v1/traces", receiver.url()),
+        ),
+        (
+            "OTEL_EXPORTER_OTLP_CERTIFICATE",
+            collector_pki.ca_file.display().to_string(),
+        ),
+        ("OTEL_EXPORTER_OTLP_HEADERS", format!("x-api-key={api_key}")),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100".into()),
+        ("RELAY_SHUTDOWN_DELAY_S", "0".into()),
+        ("RUST_LOG", "info".into()),
+    ] {
+        vars.push((k.into(), v));
+    }
+    let relay = RelayProcess::spawn(&vars);
+    let trace_id = "0af7651916cd43dd8448eb211c80319c";
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http();
+    let req = hyper::Request::post(relay.url())
+        .header("traceparent", format!("00-{trace_id}-b7ad6b7169203331-01"))
+        .body(Full::new(Bytes::from(
+            serde_json::to_vec(&envelope(&device(2), &id(2))).unwrap(),
+        )))
+        .unwrap();
+    assert_eq!(client.request(req).await.unwrap().status(), 202);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let intake = loop {
+        if let Some(s) = receiver.spans().into_iter().find(|s| s.name == "intake") {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "no span over TLS");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(hex(&intake.trace_id), trace_id);
+    assert!(receiver
+        .headers()
+        .iter()
+        .all(|h| h.iter().any(|(k, v)| k == "x-api-key" && v == api_key)));
+    let line = loop {
+        let lines = relay.lines();
+        if let Some(l) = lines.iter().find(|l| {
+            l.contains("\"message\":\"intake\"") && l.contains("\"outcome\":\"forwarded\"")
+        }) {
+            break l.clone();
+        }
+        assert!(Instant::now() < deadline, "no intake log line");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["trace_id"], trace_id, "{line}");
+    assert_eq!(v["span_id"], hex(&intake.span_id), "{line}");
+    assert!(
+        relay.lines().iter().all(|l| !l.contains(api_key)),
+        "the API key reached a log line"
+    );
+    sigterm(relay.pid());
+}
+
+/// A collector that fails every export: the failures are counted
+/// (`sealrelay_trace_export_errors_total`) and logged, once, not silently dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_export_failures_are_counted_and_logged() {
+    let receiver = Receiver::start(None).await.unwrap();
+    receiver.set_failing(true);
+    let pki = pki();
+    let key = auth_key();
+    let prod = mock(&pki, &key).await;
+    let sandbox = mock(&pki, &key).await;
+    let mut vars = relay_process_vars(&pki, &key, &prod, &sandbox);
+    vars.push(("OTEL_EXPORTER_OTLP_ENDPOINT".into(), receiver.url()));
+    vars.push(("OTEL_BSP_SCHEDULE_DELAY".into(), "50".into()));
+    let relay = RelayProcess::spawn(&vars);
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http();
+    let metrics_url = format!("http://127.0.0.1:{}/metrics", relay.admin);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut n = 0;
+    loop {
+        n += 1;
+        let _ = request(
+            &client,
+            "POST",
+            &relay.url(),
+            serde_json::to_vec(&envelope(&device(3), &id(n))).unwrap(),
+        )
+        .await;
+        let body = request(&client, "GET", &metrics_url, vec![]).await.body;
+        let errors: f64 = body
+            .lines()
+            .find_map(|l| l.strip_prefix("sealrelay_trace_export_errors_total "))
+            .map_or(0.0, |v| v.trim().parse().unwrap());
+        if errors >= 2.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no export error counted:\n{body}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(receiver.requests() >= 2);
+    let warnings = relay
+        .lines()
+        .iter()
+        .filter(|l| l.contains("exporting traces failed"))
+        .count();
+    assert_eq!(warnings, 1, "logged once a minute at most, not per failure");
     sigterm(relay.pid());
 }
 
@@ -256,4 +325,76 @@ async fn sigterm_under_load_drops_nothing() {
     assert_eq!(prod.delivered(), 40);
     let status = relay.wait_exit(Duration::from_secs(15));
     assert_eq!(status, Some(0), "exit code after drain");
+}
+
+/// At start-up, before any request: the series with known labels are there at zero (so
+/// `rate()` and absent-metric alerts work from the first scrape), the queue gauges carry
+/// their scope, and the process metrics are exported. Prints the excerpt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_exist_at_zero_from_start_up() {
+    let h = Harness::start().await;
+    let body = h.admin("/metrics").await.body;
+    let expected = [
+        r#"sealrelay_intake_requests_total{outcome="forwarded",status="202"} 0"#,
+        r#"sealrelay_intake_requests_total{outcome="credentials_rejected",status="502"} 0"#,
+        r#"sealrelay_intake_requests_total{outcome="token_remembered",status="410"} 0"#,
+        r#"sealrelay_intake_requests_total{outcome="not_found",status="404"} 0"#,
+        r#"sealrelay_apns_requests_total{environment="production",status="200",reason="none"} 0"#,
+        r#"sealrelay_retry_attempts_total{result="expired"} 0"#,
+        r#"sealrelay_retry_unopenable_total 0"#,
+        r#"sealrelay_trace_export_errors_total 0"#,
+        r#"sealrelay_retry_queue_depth{scope="shared"} 0"#,
+        r#"sealrelay_retry_queue_depth{scope="local"} 0"#,
+        r#"sealrelay_retry_queue_oldest_age_seconds{scope="shared"} 0"#,
+        r#"sealrelay_max_inflight 1024"#,
+        r#"sealrelay_store_errors_total{op="admit"} 0"#,
+        r#"sealrelay_degraded 0"#,
+    ];
+    for line in expected {
+        assert!(
+            body.lines().any(|l| l == line),
+            "missing `{line}` in:\n{body}"
+        );
+    }
+    for name in [
+        "process_cpu_seconds_total ",
+        "process_resident_memory_bytes ",
+        "process_open_fds ",
+        "process_max_fds ",
+        "process_start_time_seconds ",
+    ] {
+        assert!(body.lines().any(|l| l.starts_with(name)), "missing {name}");
+    }
+    println!("start-up /metrics excerpt:");
+    for l in body
+        .lines()
+        .filter(|l| expected.contains(l) || l.starts_with("process_") && !l.starts_with('#'))
+    {
+        println!("  {l}");
+    }
+}
+
+/// Answers served from the dead-token memory are counted apart from APNs's own answers.
+#[tokio::test]
+async fn dead_token_answers_are_counted_apart() {
+    let h = Harness::start().await;
+    let d = device(9);
+    h.prod
+        .reply_always(&d, Reply::new(410, Some("Unregistered")));
+    assert_eq!(h.post(&envelope(&d, &id(1))).await.status, 410);
+    assert_eq!(h.post(&envelope(&d, &id(2))).await.status, 410);
+    assert_eq!(h.prod.received_for(&d).len(), 1, "APNs asked once");
+    let body = h.admin("/metrics").await.body;
+    assert!(
+        body.contains(
+            r#"sealrelay_intake_requests_total{outcome="token_rejected",status="410"} 1"#
+        ),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            r#"sealrelay_intake_requests_total{outcome="token_remembered",status="410"} 1"#
+        ),
+        "{body}"
+    );
 }

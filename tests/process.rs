@@ -309,3 +309,43 @@ async fn every_intake_answer_writes_one_log_line_and_one_metric() {
     }
     child.signal(SIGTERM);
 }
+
+/// `sealrelay smoke` keeps testing: every run is a new device, so against credentials
+/// Apple accepts every run reaches APNs (no run is answered from the dead-token memory),
+/// and the healthy 410 BadDeviceToken exits 0; a relay without credentials exits 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn smoke_reaches_apns_on_every_run() {
+    let h = Harness::start().await;
+    // Apple answers an unknown token BadDeviceToken on both environments.
+    h.prod
+        .reply_default(Some(Reply::new(400, Some("BadDeviceToken"))));
+    h.sandbox
+        .reply_default(Some(Reply::new(400, Some("BadDeviceToken"))));
+    let url = format!("http://{}/", h.addr());
+    for run in 1..=3 {
+        let url = url.clone();
+        let out = tokio::task::spawn_blocking(move || bin().args(["smoke", &url]).output())
+            .await
+            .unwrap()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "run {run}: {stdout}");
+        assert_eq!(
+            stdout.trim(),
+            r#"410 {"v":1,"error":"device token rejected by APNs","reason":"BadDeviceToken"}"#
+        );
+        assert_eq!(h.prod.received().len(), run, "run {run} reached APNs");
+    }
+    let tokens: std::collections::HashSet<_> =
+        h.prod.received().into_iter().map(|r| r.token).collect();
+    assert_eq!(tokens.len(), 3);
+
+    let unconfigured = Harness::with(Options::default().without_credentials()).await;
+    let url = format!("http://{}/", unconfigured.addr());
+    let out = tokio::task::spawn_blocking(move || bin().args(["smoke", &url]).output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("502 "));
+}

@@ -162,17 +162,10 @@ impl App {
     /// The public router: every front-end's routes and the one 404.
     pub fn public_router(&self) -> Router {
         let replica: Arc<str> = self.cfg.telemetry.replica_name.clone().into();
-        crate::v1::routes(self.v1.clone(), self.aasa_app_ids()).fallback(move || {
+        crate::v1::routes(self.v1.clone(), self.cfg.v1.aasa_app_ids.clone()).fallback(move || {
             let replica = replica.clone();
             async move { crate::v1::not_found(&replica) }
         })
-    }
-
-    fn aasa_app_ids(&self) -> Option<Vec<String>> {
-        match &self.cfg.delivery {
-            Configured::Apns(a) => Some(vec![format!("{}.{}", a.team_id, a.topic)]),
-            _ => None,
-        }
     }
 }
 
@@ -260,11 +253,14 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
 
 /// The binary's `serve`: logs and traces from the configuration, then [`run`].
 pub async fn serve(cfg: Config) -> anyhow::Result<()> {
-    let _telemetry = crate::telemetry::init(&cfg.telemetry)?;
+    let telemetry = crate::telemetry::init(&cfg.telemetry)?;
     let r = run(cfg).await;
     if let Err(e) = &r {
         tracing::error!(error = %e, "sealrelay stopped");
     }
+    // Flushing traces blocks until the exporter is done, and the exporter's requests run on
+    // this runtime: flush from a blocking thread, not a worker.
+    let _ = tokio::task::spawn_blocking(move || drop(telemetry)).await;
     r
 }
 

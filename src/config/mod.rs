@@ -39,7 +39,7 @@ pub struct Var {
     /// The default, as the user would write it; `None` means unset.
     pub default: Option<&'static str>,
     /// What values it takes, machine-readable, for the chart's `values.schema.json`:
-    /// `int:LO..HI`, `float:LO..HI` (LO exclusive when 0), `bool`, `enum:a|b`, `addr`
+    /// `int:LO..HI`, `float:LO..HI` (bounds inclusive), `bool`, `enum:a|b`, `addr`
     /// (host:port), `url:SCHEME` (`redis` takes every Redis form, `http` takes http and
     /// https), `string:MIN..MAX` (characters), `appleid` (10 of A-Z0-9), `path`, `secret`,
     /// `list:cidr` (comma-separated).

@@ -1,4 +1,8 @@
-//! Logs and traces: `RELAY_LOG_FORMAT`, `RELAY_REPLICA_NAME`, `OTEL_*`.
+//! Logs and traces: `RELAY_LOG_FORMAT`, `RELAY_REPLICA_NAME`, and the `OTEL_*` variables
+//! the exporter and the SDK read from the environment themselves: validated here, so a
+//! typo stops start-up instead of being ignored.
+
+use std::path::PathBuf;
 
 use super::Reader;
 use crate::telemetry::{LogFormat, Settings};
@@ -25,21 +29,92 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
             "a host-name-like string without spaces",
         );
     }
-    let otlp_endpoint = r.set("OTEL_EXPORTER_OTLP_ENDPOINT");
-    if let Some(e) = &otlp_endpoint {
-        if !(e.starts_with("http://") || e.starts_with("https://")) {
+    let mut export = false;
+    for name in [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ] {
+        if let Some(e) = r.set(name) {
+            export = true;
+            let ok = ["http://", "https://"].iter().any(|p| {
+                e.strip_prefix(p)
+                    .is_some_and(|rest| !rest.is_empty() && !rest.contains(char::is_whitespace))
+            });
+            if !ok {
+                r.fail(
+                    name,
+                    &e,
+                    "an http:// or https:// URL of an OTLP/HTTP collector",
+                );
+            }
+        }
+    }
+    for name in [
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    ] {
+        // The value may hold an API key: the message never repeats it.
+        if let Some(h) = r.set(name) {
+            if !key_values(&h) {
+                r.problem(format!(
+                    "{name} is not valid: use comma-separated key=value pairs, e.g. api-key=...,x-tenant=relay"
+                ));
+            }
+        }
+    }
+    r.int("OTEL_EXPORTER_OTLP_TIMEOUT", 1, 600_000);
+    r.choice(
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        &[("http/protobuf", ())],
+        "http/protobuf (the only protocol this build speaks)",
+    );
+    let ca_file = r.ca_file("OTEL_EXPORTER_OTLP_CERTIFICATE");
+    if let Some(a) = r.set("OTEL_RESOURCE_ATTRIBUTES") {
+        if !key_values(&a) || a.chars().count() > 4096 {
             r.fail(
-                "OTEL_EXPORTER_OTLP_ENDPOINT",
-                e,
-                "an http:// or https:// URL of an OTLP/HTTP collector",
+                "OTEL_RESOURCE_ATTRIBUTES",
+                &a,
+                "comma-separated key=value pairs such as k8s.namespace.name=relay",
             );
         }
+    }
+    r.choice(
+        "OTEL_TRACES_SAMPLER",
+        &[
+            ("parentbased_always_on", ()),
+            ("always_on", ()),
+            ("always_off", ()),
+            ("traceidratio", ()),
+            ("parentbased_always_off", ()),
+            ("parentbased_traceidratio", ()),
+        ],
+        "always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio",
+    );
+    if r.set("OTEL_TRACES_SAMPLER_ARG").is_some() {
+        r.float("OTEL_TRACES_SAMPLER_ARG", 0.0, 1.0);
+    }
+    r.int("OTEL_BSP_SCHEDULE_DELAY", 1, 600_000);
+    let queue = r.int("OTEL_BSP_MAX_QUEUE_SIZE", 1, 1_000_000);
+    let batch = r.int("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 1, 1_000_000);
+    if batch > queue {
+        r.problem(format!(
+            "OTEL_BSP_MAX_EXPORT_BATCH_SIZE={batch} is not valid: it must be at most OTEL_BSP_MAX_QUEUE_SIZE ({queue})"
+        ));
     }
     let service_name = r.value("OTEL_SERVICE_NAME").unwrap_or_default();
     Settings {
         log_format,
         replica_name,
-        otlp_endpoint,
+        export,
+        ca_file: ca_file.map(PathBuf::from),
         service_name,
     }
+}
+
+/// `key=value,key=value` with non-empty keys.
+fn key_values(s: &str) -> bool {
+    s.split(',').all(|kv| {
+        kv.split_once('=')
+            .is_some_and(|(k, _)| !k.trim().is_empty())
+    })
 }

@@ -8,7 +8,23 @@ use crate::delivery::alert::MIN_CIPHERTEXT_CHARS;
 use crate::delivery::Settings as Core;
 use crate::v1::Settings;
 
-pub(super) fn read(r: &mut Reader<'_>, _delivery: &Delivery, core: &Core) -> Settings {
+/// `<10 of A-Z0-9>.<bundle id>`.
+fn is_app_id(s: &str) -> bool {
+    let Some((team, bundle)) = s.split_once('.') else {
+        return false;
+    };
+    team.len() == 10
+        && team
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+        && !bundle.is_empty()
+        && bundle.len() <= 255
+        && bundle
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+}
+
+pub(super) fn read(r: &mut Reader<'_>, delivery: &Delivery, core: &Core) -> Settings {
     let max_ciphertext_chars = r.int(
         "RELAY_MAX_CIPHERTEXT_CHARS",
         MIN_CIPHERTEXT_CHARS as u64,
@@ -37,7 +53,25 @@ pub(super) fn read(r: &mut Reader<'_>, _delivery: &Delivery, core: &Core) -> Set
             Vec::new()
         }
     };
+    let aasa_app_ids = match r.set("RELAY_AASA_APP_IDS") {
+        Some(list) => {
+            let ids: Vec<String> = list.split(',').map(|s| s.trim().to_owned()).collect();
+            if !ids.iter().all(|id| is_app_id(id)) {
+                r.fail(
+                    "RELAY_AASA_APP_IDS",
+                    &list,
+                    "comma-separated app ids <TEAMID>.<bundle id>, e.g. ABCDE12345.com.example.app",
+                );
+            }
+            Some(ids)
+        }
+        None => match delivery {
+            Delivery::Apns(a) => Some(vec![format!("{}.{}", a.team_id, a.topic)]),
+            _ => None,
+        },
+    };
     Settings {
+        aasa_app_ids,
         max_ciphertext_chars,
         max_inflight,
         header_timeout,

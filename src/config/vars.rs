@@ -46,6 +46,7 @@ vars! {
     "RELAY_RATE_CAPACITY", Some("60"), "int:1..1000000", "Token bucket size per device (forwards it may burst).";
     "RELAY_RATE_REFILL_PER_S", Some("0.5"), "float:0.001..10000", "Tokens per second the device bucket refills.";
     "RELAY_MAX_CIPHERTEXT_CHARS", Some("3800"), "int:68..4096", "Largest accepted ciphertext; refused if the largest APNs body would exceed 4096 bytes.";
+    "RELAY_AASA_APP_IDS", None, "string:1..4096", "App ids for /.well-known/apple-app-site-association, comma-separated <TEAMID>.<bundle id>; unset uses APNS_TEAM_ID.APNS_TOPIC when both are set, else the file is 404.";
     "RELAY_ALERT_TITLE", Some("cronstable"), "string:1..120", "Alert title shown only if the app's extension never runs.";
     "RELAY_ALERT_BODY", Some("New alert"), "string:1..120", "Alert body shown only if the app's extension never runs.";
     "RELAY_DRY_RUN", Some("false"), "bool", "true: without APNs credentials, log each forward instead of sending it and answer forwarded.";
@@ -53,6 +54,18 @@ vars! {
     "RELAY_REPLICA_NAME", None, "string:1..253", "This replica's name in logs and traces; defaults to the host name (the pod name on Kubernetes).";
     "RELAY_SHUTDOWN_DELAY_S", Some("5"), "int:0..300", "After SIGTERM, keep serving this many seconds with /readyz at 503 so load balancers drain (0 to 300).";
     "RELAY_SHUTDOWN_GRACE_S", Some("25"), "int:1..600", "Then wait at most this many seconds for in-flight requests before exiting (1 to 600).";
-    "OTEL_EXPORTER_OTLP_ENDPOINT", None, "url:http", "OTLP/HTTP collector base URL (e.g. http://otel-collector:4318); unset disables trace export. Other standard OTEL_* variables are honoured.";
+    "OTEL_EXPORTER_OTLP_ENDPOINT", None, "url:http", "OTLP/HTTP collector base URL (http:// or https://, e.g. http://otel-collector:4318); /v1/traces is appended. Unset (and no traces endpoint) disables trace export.";
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None, "url:http", "Full URL of the collector's traces endpoint, used as is; set alone, it enables trace export.";
+    "OTEL_EXPORTER_OTLP_HEADERS", None, "secret", "Headers on every export request, comma-separated key=value pairs (often an API key: never logged).";
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS", None, "secret", "Headers on trace export requests, as OTEL_EXPORTER_OTLP_HEADERS (these win).";
+    "OTEL_EXPORTER_OTLP_TIMEOUT", Some("10000"), "int:1..600000", "Timeout of one export request, in milliseconds.";
+    "OTEL_EXPORTER_OTLP_PROTOCOL", Some("http/protobuf"), "enum:http/protobuf", "The only protocol this build speaks; anything else is refused rather than ignored.";
+    "OTEL_EXPORTER_OTLP_CERTIFICATE", None, "path", "PEM file of extra trusted roots for an https:// collector (a private CA).";
     "OTEL_SERVICE_NAME", Some("sealrelay"), "string:1..255", "Service name on exported traces.";
+    "OTEL_RESOURCE_ATTRIBUTES", None, "string:1..4096", "Extra resource attributes on exported traces, comma-separated key=value pairs (e.g. k8s.namespace.name=relay,deployment.environment=prod).";
+    "OTEL_TRACES_SAMPLER", Some("parentbased_always_on"), "enum:always_on|always_off|traceidratio|parentbased_always_on|parentbased_always_off|parentbased_traceidratio", "Which traces are kept: the parent's decision (parentbased_*) or a ratio (traceidratio).";
+    "OTEL_TRACES_SAMPLER_ARG", None, "float:0..1", "The ratio for traceidratio and parentbased_traceidratio (default 1).";
+    "OTEL_BSP_SCHEDULE_DELAY", Some("5000"), "int:1..600000", "Milliseconds between two batch exports of spans.";
+    "OTEL_BSP_MAX_QUEUE_SIZE", Some("2048"), "int:1..1000000", "Spans waiting for export at most; beyond it new spans are dropped.";
+    "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", Some("512"), "int:1..1000000", "Spans per export request at most (at most OTEL_BSP_MAX_QUEUE_SIZE).";
 }

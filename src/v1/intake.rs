@@ -83,13 +83,18 @@ async fn handle(v1: &V1, req: Request) -> (Outcome, Option<Alert>) {
             .extensions()
             .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
             .map_or(super::clients::UNKNOWN, |c| c.0.ip());
-        let forwarded_for: Vec<&str> = req
-            .headers()
-            .get_all("x-forwarded-for")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .collect();
-        let client = super::clients::client_of(peer, &forwarded_for, &v1.settings.trusted_proxies);
+        // X-Forwarded-For matters only from a trusted proxy: read it only then.
+        let client = if v1.settings.trusted_proxies.is_empty() {
+            peer
+        } else {
+            let forwarded_for: Vec<&str> = req
+                .headers()
+                .get_all("x-forwarded-for")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .collect();
+            super::clients::client_of(peer, &forwarded_for, &v1.settings.trusted_proxies)
+        };
         if let Err(retry_after_s) = limiter
             .take(client, v1.delivery.store(), v1.delivery.clock().now_ms())
             .await

@@ -29,6 +29,8 @@ use crate::delivery::{Delivery, Outcome};
 /// The v1 front-end's settings.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
+    /// App ids of the apple-app-site-association file; `None` answers it 404.
+    pub aasa_app_ids: Option<Vec<String>>,
     /// Ciphertext cap (`RELAY_MAX_CIPHERTEXT_CHARS`).
     pub max_ciphertext_chars: usize,
     /// Intake requests processed at once.

@@ -4,7 +4,8 @@
 //! - [`mock_apns`]: an APNs stand-in speaking HTTP/2 over TLS that checks provider JWTs;
 //! - [`pki`]: a throwaway CA with a server certificate for 127.0.0.1, and APNs-style keys;
 //! - [`redis`]: a real `redis-server`, or a three-master Redis Cluster, on ports it holds;
-//! - [`process`]: a child process whose output is read line by line, stopped by its id.
+//! - [`process`]: a child process whose output is read line by line, stopped by its id;
+//! - [`otlp`]: an OTLP/HTTP trace receiver, plain or over TLS.
 //!
 //! Every server binds 127.0.0.1 only. Ports are never chosen by binding and releasing a
 //! socket and hoping: in-process servers keep the listener they bound on port 0, child
@@ -13,6 +14,7 @@
 //! when the one picked was taken in between.
 
 pub mod mock_apns;
+pub mod otlp;
 pub mod pki;
 pub mod process;
 pub mod redis;

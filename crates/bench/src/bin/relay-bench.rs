@@ -58,6 +58,8 @@ const SCRIPT_INTERNAL: &[&str] = &[
     "hset",
     "pexpire",
     "zadd",
+    "zcard",
+    "zrange",
     "zrangebyscore",
     "zrem",
 ];
@@ -547,7 +549,8 @@ impl Probe {
                 }
                 let evalsha = delta.get("evalsha").copied().unwrap_or(0);
                 // Background calls, not on any request's path: the retry-queue worker's
-                // claim.lua polls (one ZRANGEBYSCORE each) and the queue-depth gauge (ZCARD).
+                // queue_claim.lua polls (one ZRANGEBYSCORE inside each) and the queue gauges'
+                // queue_stats.lua calls (one ZCARD inside each); both are EVALSHAs.
                 let background = delta.get("zrangebyscore").copied().unwrap_or(0)
                     + delta.get("zcard").copied().unwrap_or(0);
                 let request_path = round_trips.saturating_sub(background);

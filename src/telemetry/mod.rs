@@ -1,7 +1,13 @@
 //! Logs and traces: JSON (or pretty) log lines with the replica's name, and OpenTelemetry
-//! spans exported over OTLP/HTTP, continuing an incoming W3C `traceparent`. Initialized
-//! from its own [`Settings`]; metrics live in [`crate::metrics`].
+//! spans exported over OTLP/HTTP (plain or TLS, through [`otlp`]'s hyper client),
+//! continuing an incoming W3C `traceparent`; while export is on, JSON lines carry the
+//! `trace_id` and `span_id` of the span they were written in ([`logfmt`]). Initialized from
+//! its own [`Settings`]; metrics live in [`crate::metrics`].
 
+mod logfmt;
+mod otlp;
+
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Log output format.
@@ -20,8 +26,12 @@ pub struct Settings {
     pub log_format: LogFormat,
     /// This replica's name in logs and traces.
     pub replica_name: String,
-    /// OTLP/HTTP collector base URL; `None` disables trace export.
-    pub otlp_endpoint: Option<String>,
+    /// Whether spans are exported: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (used as is) or
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` (a base URL) is set. The exporter reads them, and the
+    /// other standard `OTEL_*` variables, from the environment itself.
+    pub export: bool,
+    /// Extra trusted roots for a TLS collector (`OTEL_EXPORTER_OTLP_CERTIFICATE`).
+    pub ca_file: Option<PathBuf>,
     /// Service name on exported traces.
     pub service_name: String,
 }
@@ -42,9 +52,11 @@ impl Drop for TelemetryGuard {
 }
 
 /// Installs the log subscriber (JSON lines or pretty text, levels from `RUST_LOG`) and,
-/// when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, an OpenTelemetry layer exporting spans over
-/// OTLP/HTTP. The exporter reads the standard `OTEL_*` variables itself (endpoint,
-/// headers, timeouts, batch settings); incoming W3C `traceparent` headers are continued.
+/// when an OTLP endpoint is set, an OpenTelemetry layer exporting spans over OTLP/HTTP. The
+/// exporter and the SDK read the standard `OTEL_*` variables themselves (endpoints,
+/// headers, timeout, sampler, resource attributes, batch settings; the configuration has
+/// validated them); incoming W3C `traceparent` headers are continued. Must be called inside
+/// the runtime.
 pub fn init(cfg: &Settings) -> anyhow::Result<TelemetryGuard> {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -54,26 +66,41 @@ pub fn init(cfg: &Settings) -> anyhow::Result<TelemetryGuard> {
     // RUST_LOG filters the log lines only; traces have their own filter below, so a quiet
     // log level does not switch tracing off.
     let fmt_layer = match cfg.log_format {
-        LogFormat::Json => tracing_subscriber::fmt::layer()
+        // Trace ids exist only while spans are exported: without export, plain JSON lines.
+        LogFormat::Json if !cfg.export => tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
             .with_current_span(false)
             .with_span_list(false)
             .with_filter(filter)
             .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .fmt_fields(tracing_subscriber::fmt::format::JsonFields::new())
+            .event_format(logfmt::WithTraceIds(
+                tracing_subscriber::fmt::format()
+                    .json()
+                    .flatten_event(true)
+                    .with_current_span(false)
+                    .with_span_list(false),
+            ))
+            .with_filter(filter)
+            .boxed(),
         LogFormat::Pretty => tracing_subscriber::fmt::layer().with_filter(filter).boxed(),
     };
-    let (otel_layer, provider) = match &cfg.otlp_endpoint {
-        None => (None, None),
-        Some(_) => {
+    let (otel_layer, provider) = match cfg.export {
+        false => (None, None),
+        true => {
             use opentelemetry::trace::TracerProvider as _;
+            use opentelemetry_otlp::WithHttpConfig;
             opentelemetry::global::set_text_map_propagator(
                 opentelemetry_sdk::propagation::TraceContextPropagator::new(),
             );
             let exporter = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
+                .with_http_client(otlp::HyperClient::new(cfg.ca_file.as_deref())?)
                 .build()
                 .map_err(|e| anyhow::anyhow!("OTEL_EXPORTER_OTLP_ENDPOINT: {e}"))?;
+            let exporter = otlp::Counting::new(exporter);
             let resource = opentelemetry_sdk::Resource::builder()
                 .with_service_name(cfg.service_name.clone())
                 .with_attribute(opentelemetry::KeyValue::new(
