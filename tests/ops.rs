@@ -3,14 +3,12 @@
 
 mod common;
 
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::process::RelayProcess;
 use common::*;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use sealrelay_testkit::otlp::Receiver;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

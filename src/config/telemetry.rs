@@ -2,8 +2,6 @@
 //! the exporter and the SDK read from the environment themselves: validated here, so a
 //! typo stops start-up instead of being ignored.
 
-use std::path::PathBuf;
-
 use super::Reader;
 use crate::telemetry::{LogFormat, Settings};
 
@@ -106,7 +104,7 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
         log_format,
         replica_name,
         export,
-        ca_file: ca_file.map(PathBuf::from),
+        ca_file,
         service_name,
     }
 }
