@@ -7,6 +7,10 @@
 //! ([`register_known`]), so dashboards and `rate()` work before the first event and
 //! absent-metric alerts do not misfire.
 
+// The names of the mailbox, signed-push, signal and ICE front-ends are declared with the
+// rest; each front-end's record functions come with it.
+#![allow(dead_code)]
+
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -50,6 +54,42 @@ pub const RETRY_UNOPENABLE: &str = "sealrelay_retry_unopenable_total";
 pub const FANOUT_LAGGED: &str = "sealrelay_fanout_lagged_total";
 /// Fan-out delay from publish to receive, seconds.
 pub const FANOUT_DELAY: &str = "sealrelay_fanout_delay_seconds";
+/// Signed-push API requests by `route` (push, receipt, events) and `code`.
+pub const SIGNED_REQUESTS: &str = "sealrelay_signed_requests_total";
+/// Time to answer a signed-push API request, seconds, by `route`.
+pub const SIGNED_DURATION: &str = "sealrelay_signed_duration_seconds";
+/// Signature verifications by `result` (valid, invalid).
+pub const SIGNATURE_VERIFICATIONS: &str = "sealrelay_signature_verifications_total";
+/// Exact replays answered 200 (nothing sent).
+pub const SIGNED_REPLAYS: &str = "sealrelay_signed_replays_total";
+/// Each signed target's first outcome, by `state`.
+pub const SIGNED_TARGETS: &str = "sealrelay_signed_targets_total";
+/// Receipt reads by `kind` (receipt, events, admin).
+pub const RECEIPT_READS: &str = "sealrelay_receipt_reads_total";
+/// Open event streams (Server-Sent Events) on this replica.
+pub const EVENT_STREAMS_OPEN: &str = "sealrelay_event_streams_open";
+/// Admin API requests by `transport` (unix, tcp) and `status`.
+pub const ADMIN_REQUESTS: &str = "sealrelay_admin_requests_total";
+/// Mailbox requests by `route` and `status`.
+pub const MAILBOX_REQUESTS: &str = "sealrelay_mailbox_requests_total";
+/// Mailbox requests over a bucket, by `bucket`.
+pub const MAILBOX_RATE_LIMITED: &str = "sealrelay_mailbox_rate_limited_total";
+/// Mailbox pushes by `service` (apns, fcm) and `outcome`.
+pub const MAILBOX_PUSHES: &str = "sealrelay_mailbox_pushes_total";
+/// Open mailbox sockets by `kind` (watch, signal).
+pub const MAILBOX_SOCKETS_OPEN: &str = "sealrelay_mailbox_sockets_open";
+/// OAuth2 access tokens fetched for FCM.
+pub const FCM_TOKEN_REFRESHES: &str = "sealrelay_fcm_token_refreshes_total";
+/// Signal frames by `result` (relayed, dropped).
+pub const SIGNAL_FRAMES: &str = "sealrelay_signal_frames_total";
+/// Signal bytes relayed.
+pub const SIGNAL_BYTES: &str = "sealrelay_signal_bytes_total";
+/// Signal sockets closed by the relay, by close `code`.
+pub const SIGNAL_CLOSES: &str = "sealrelay_signal_closes_total";
+/// Signal frame delay from one side's replica to the other's, seconds.
+pub const SIGNAL_FRAME_DELAY: &str = "sealrelay_signal_frame_delay_seconds";
+/// ICE credential requests by `provider` (stun, coturn, cloudflare) and `outcome`.
+pub const ICE_REQUESTS: &str = "sealrelay_ice_requests_total";
 /// OTLP trace export failures.
 pub const TRACE_EXPORT_ERRORS: &str = "sealrelay_trace_export_errors_total";
 /// Always 1, labelled with `version` and `git_sha`.
