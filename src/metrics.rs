@@ -112,6 +112,25 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0, 10.0,
 ];
 
+/// The signed API's (route, code) pairs registered at start-up.
+const SIGNED_CODES: &[(&str, &str)] = &[
+    ("push", "created"),
+    ("push", "replayed"),
+    ("push", "invalid_request"),
+    ("push", "too_large"),
+    ("push", "bad_signature"),
+    ("push", "unknown_signer"),
+    ("push", "revoked_signer"),
+    ("push", "topic_not_allowed"),
+    ("push", "stale_request"),
+    ("push", "request_id_conflict"),
+    ("push", "unavailable"),
+    ("receipt", "ok"),
+    ("receipt", "unauthorized"),
+    ("receipt", "not_found"),
+    ("events", "ok"),
+];
+
 /// APNs environments, as labelled.
 pub const ENVIRONMENTS: &[&str] = &["production", "sandbox"];
 /// Retry results, as labelled.
@@ -158,6 +177,17 @@ pub fn register_known(intake: &[(&'static str, &'static str)], store_ops: &[&'st
     counter!(RETRY_UNOPENABLE).absolute(0);
     counter!(TRACE_EXPORT_ERRORS).absolute(0);
     counter!(FANOUT_LAGGED).absolute(0);
+    counter!(SIGNED_REPLAYS).absolute(0);
+    gauge!(EVENT_STREAMS_OPEN).set(0.0);
+    for r in ["valid", "invalid"] {
+        counter!(SIGNATURE_VERIFICATIONS, "result" => r).absolute(0);
+    }
+    for (route, code) in SIGNED_CODES {
+        counter!(SIGNED_REQUESTS, "route" => *route, "code" => *code).absolute(0);
+    }
+    for k in ["receipt", "events", "admin"] {
+        counter!(RECEIPT_READS, "kind" => k).absolute(0);
+    }
     let _ = histogram!(FANOUT_DELAY);
     gauge!(DEGRADED).set(0.0);
     gauge!(INFLIGHT).set(0.0);
@@ -334,6 +364,56 @@ pub fn fanout_lagged(n: u64) {
 #[cfg_attr(not(test), allow(dead_code))] // recorded by fan-out subscribers
 pub fn fanout_delay(d: Duration) {
     histogram!(FANOUT_DELAY).record(d.as_secs_f64());
+}
+
+/// One answered signed-push API request.
+pub fn signed_request(route: &'static str, code: &'static str, elapsed: Duration) {
+    counter!(SIGNED_REQUESTS, "route" => route, "code" => code).increment(1);
+    histogram!(SIGNED_DURATION, "route" => route).record(elapsed.as_secs_f64());
+}
+
+/// One signature checked.
+pub fn signature_verification(valid: bool) {
+    let result = if valid { "valid" } else { "invalid" };
+    counter!(SIGNATURE_VERIFICATIONS, "result" => result).increment(1);
+}
+
+/// An exact replay answered (nothing sent).
+pub fn signed_replay() {
+    counter!(SIGNED_REPLAYS).increment(1);
+}
+
+/// A signed target's first outcome.
+pub fn signed_target(state: &'static str) {
+    counter!(SIGNED_TARGETS, "state" => state).increment(1);
+}
+
+/// One receipt read, by `kind` (receipt, events, admin).
+pub fn receipt_read(kind: &'static str) {
+    counter!(RECEIPT_READS, "kind" => kind).increment(1);
+}
+
+/// One admin API request.
+pub fn admin_request(transport: &'static str, status: u16) {
+    counter!(ADMIN_REQUESTS, "transport" => transport, "status" => status_label(status))
+        .increment(1);
+}
+
+/// Counts an open event stream for as long as it lives.
+pub struct EventStreamGuard(());
+
+impl EventStreamGuard {
+    /// One more stream open.
+    pub fn open() -> Self {
+        gauge!(EVENT_STREAMS_OPEN).increment(1.0);
+        EventStreamGuard(())
+    }
+}
+
+impl Drop for EventStreamGuard {
+    fn drop(&mut self) {
+        gauge!(EVENT_STREAMS_OPEN).decrement(1.0);
+    }
 }
 
 /// One failed trace export.

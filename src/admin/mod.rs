@@ -1,6 +1,14 @@
-//! The admin listener that Kubernetes probes and Prometheus scrapes: `/healthz` (the process
-//! answers), `/readyz` (serving, and the store can answer; 503 while starting, waiting for
-//! Redis, or draining), `/metrics` (the Prometheus exposition).
+//! The admin side of the relay.
+//!
+//! - The probes listener that Kubernetes probes and Prometheus scrapes ([`probes`]):
+//!   `/healthz` (the process answers), `/readyz` (serving, and the store can answer; 503
+//!   while starting, waiting for Redis, or draining), `/metrics` (the Prometheus
+//!   exposition).
+//! - The admin API ([`api`]): signers, receipts, the deprecated unsigned push, on the Unix
+//!   socket and opt-in loopback TCP ([`transport`]).
+
+pub mod api;
+pub mod transport;
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -13,6 +21,34 @@ use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::store::Store;
+
+/// The admin API's transports.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The Unix socket; `None` when `RELAY_ADMIN_SOCKET` is empty.
+    pub socket: Option<SocketSettings>,
+    /// Loopback TCP, when `RELAY_ADMIN_API_LISTEN` is set.
+    pub tcp: Option<TcpSettings>,
+}
+
+/// The Unix socket.
+#[derive(Debug, Clone)]
+pub struct SocketSettings {
+    /// Where.
+    pub path: std::path::PathBuf,
+    /// Whether `RELAY_ADMIN_SOCKET` was set: then a socket that cannot be made stops
+    /// start-up; the default path only warns (a laptop may have no `/run/sealrelay`).
+    pub explicit: bool,
+}
+
+/// Loopback TCP.
+#[derive(Debug, Clone)]
+pub struct TcpSettings {
+    /// A loopback address.
+    pub addr: std::net::SocketAddr,
+    /// The bearer token of `RELAY_ADMIN_TOKEN_FILE`.
+    pub token: crate::secret::Secret,
+}
 
 /// Lifecycle of the process, as `/readyz` reports it.
 #[derive(Debug, Default)]

@@ -14,11 +14,15 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::admin::api::AdminApi;
+use crate::admin::transport::{self, BoundSocket, TokenCheck};
 use crate::admin::Health;
 use crate::clock::Clock;
 use crate::config::{Config, Delivery as Configured};
 use crate::delivery::{Delivery, Sender};
 use crate::push::apns::client::ApnsClient;
+use crate::signed::api::Signed;
+use crate::signed::signers::Signers;
 use crate::store::fanout::Fanout;
 use crate::store::queue::Sealer;
 use crate::store::redis::fanout::RedisFanout;
@@ -40,6 +44,10 @@ pub struct Running {
     pub addr: SocketAddr,
     /// Where the admin listener listens.
     pub admin_addr: SocketAddr,
+    /// The admin API's Unix socket, when it is served.
+    pub admin_socket: Option<std::path::PathBuf>,
+    /// The admin API's loopback TCP address, when it is served.
+    pub admin_api_addr: Option<SocketAddr>,
     store: Arc<Store>,
     health: Arc<Health>,
     stop: watch::Sender<bool>,
@@ -125,6 +133,8 @@ pub struct App {
     store: Arc<Store>,
     delivery: Arc<Delivery>,
     v1: Arc<V1>,
+    signers: Arc<Signers>,
+    signed: Arc<Signed>,
     cfg: Config,
 }
 
@@ -151,21 +161,41 @@ impl App {
             delivery.clone(),
             cfg.telemetry.replica_name.clone(),
         ));
+        let signers = Signers::new(store.clone());
+        let signed = Arc::new(Signed::new(
+            cfg.signed.clone(),
+            delivery.clone(),
+            signers.clone(),
+        ));
         Ok(Self {
             store,
             delivery,
             v1,
+            signers,
+            signed,
             cfg,
         })
+    }
+
+    /// The admin API's router (served on the Unix socket and loopback TCP).
+    pub fn admin_router(&self) -> Router {
+        crate::admin::api::routes(AdminApi::new(
+            self.store.clone(),
+            self.signers.clone(),
+            self.v1.clone(),
+            self.delivery.clock().clone(),
+        ))
     }
 
     /// The public router: every front-end's routes and the one 404.
     pub fn public_router(&self) -> Router {
         let replica: Arc<str> = self.cfg.telemetry.replica_name.clone().into();
-        crate::v1::routes(self.v1.clone(), self.cfg.v1.aasa_app_ids.clone()).fallback(move || {
-            let replica = replica.clone();
-            async move { crate::v1::not_found(&replica) }
-        })
+        crate::v1::routes(self.v1.clone(), self.cfg.v1.aasa_app_ids.clone())
+            .merge(crate::signed::api::routes(self.signed.clone()))
+            .fallback(move || {
+                let replica = replica.clone();
+                async move { crate::v1::not_found(&replica) }
+            })
     }
 }
 
@@ -186,6 +216,36 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         })?;
     let addr = listener.local_addr()?;
     let admin_addr = admin.local_addr()?;
+    let admin_api = match &cfg.admin.tcp {
+        None => None,
+        Some(t) => {
+            let l = TcpListener::bind(t.addr).await.map_err(|e| {
+                anyhow::anyhow!("RELAY_ADMIN_API_LISTEN={}: cannot bind: {e}", t.addr)
+            })?;
+            Some((l, TokenCheck::new(&t.token)))
+        }
+    };
+    let admin_api_addr = match &admin_api {
+        Some((l, _)) => Some(l.local_addr()?),
+        None => None,
+    };
+    let socket = match &cfg.admin.socket {
+        None => None,
+        Some(s) => match BoundSocket::bind(&s.path) {
+            Ok(b) => Some(b),
+            Err(e) if s.explicit => {
+                anyhow::bail!(
+                    "RELAY_ADMIN_SOCKET={}: cannot create the admin socket: {e}",
+                    s.path.display()
+                )
+            }
+            Err(e) => {
+                tracing::warn!(path = %s.path.display(), error = %e, "the admin socket cannot be created at its default path; the admin API is off (set RELAY_ADMIN_SOCKET to a writable path, or to empty to silence this)");
+                None
+            }
+        },
+    };
+    let admin_socket = socket.as_ref().map(|s| s.path().to_owned());
 
     match &cfg.delivery {
         Configured::DryRun => tracing::warn!("RELAY_DRY_RUN=true and no APNs credentials: forwards are logged, not sent"),
@@ -221,6 +281,7 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
                 tokio::select! {
                     _ = tick.tick() => {
                         store.in_process().sweep(clock.now_ms());
+                        store.sweep_receipts(clock.now_ms());
                         v1.sweep();
                         store.fanout().prune().await;
                     }
@@ -233,17 +294,45 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         }
     };
     let retries = app.delivery.clone().run_retries(stop_rx.clone());
+    let follow = app.signers.clone().follow(stop_rx.clone());
+    let admin_router = app.admin_router();
+    let socket_srv = {
+        let (router, stop_rx) = (admin_router.clone(), stop_rx.clone());
+        async move {
+            if let Some(s) = socket {
+                transport::serve_socket(s, router, stop_rx).await;
+            }
+        }
+    };
+    let tcp_srv = {
+        let stop_rx = stop_rx.clone();
+        async move {
+            if let Some((l, token)) = admin_api {
+                transport::serve_tcp(l, admin_router, token, stop_rx).await;
+            }
+        }
+    };
     let task = tokio::spawn(async move {
-        let ((), b, (), ()) = tokio::join!(public, admin_srv.into_future(), sweeper, retries);
+        let ((), b, (), (), (), (), ()) = tokio::join!(
+            public,
+            admin_srv.into_future(),
+            sweeper,
+            retries,
+            follow,
+            socket_srv,
+            tcp_srv
+        );
         if let Err(e) = b {
             tracing::error!(error = %e, "admin server error");
         }
     });
     health.set_serving();
-    tracing::info!(%addr, %admin_addr, "sealrelay serving");
+    tracing::info!(%addr, %admin_addr, admin_socket = ?admin_socket, admin_api = ?admin_api_addr, "sealrelay serving");
     Ok(Running {
         addr,
         admin_addr,
+        admin_socket,
+        admin_api_addr,
         store: app.store.clone(),
         health,
         stop,

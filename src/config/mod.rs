@@ -17,6 +17,7 @@
 //! the value and what is allowed; nothing silently falls back to a default. Every problem
 //! is reported at once. Secrets are wrapped in [`crate::secret::Secret`] so they never print.
 
+mod admin;
 mod apns;
 mod listen;
 mod policy;
@@ -88,6 +89,10 @@ pub struct Config {
     pub(crate) v1: crate::v1::Settings,
     /// Logs and traces.
     pub(crate) telemetry: crate::telemetry::Settings,
+    /// The admin API's transports.
+    pub(crate) admin: crate::admin::Settings,
+    /// Signed pushes (`/v2`).
+    pub(crate) signed: crate::signed::api::Settings,
 }
 
 /// Everything wrong with a configuration, one line per problem.
@@ -263,6 +268,16 @@ impl Config {
         let store = store::read(&mut r, &delivery);
         let v1 = v1::read(&mut r, &delivery, &core);
         let telemetry = telemetry::read(&mut r);
+        let admin = admin::read(&mut r);
+        let signed = crate::signed::api::Settings {
+            default_topic: match &delivery {
+                Delivery::Apns(a) => Some(a.topic.clone()),
+                _ => r.set("APNS_TOPIC"),
+            },
+            max_ciphertext_chars: v1.max_ciphertext_chars,
+            receipt_ttl_ms: core.receipt_ttl_ms,
+            body_timeout: v1.body_timeout,
+        };
         if r.errors.is_empty() {
             Ok(Config {
                 app,
@@ -272,6 +287,8 @@ impl Config {
                 core,
                 v1,
                 telemetry,
+                admin,
+                signed,
             })
         } else {
             Err(ConfigErrors(r.errors))

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{Delivery, Reader};
 use crate::delivery::alert::MIN_CIPHERTEXT_CHARS;
 use crate::delivery::Settings as Core;
-use crate::v1::Settings;
+use crate::v1::{Intake, Settings};
 
 /// `<10 of A-Z0-9>.<bundle id>`.
 fn is_app_id(s: &str) -> bool {
@@ -70,7 +70,31 @@ pub(super) fn read(r: &mut Reader<'_>, delivery: &Delivery, core: &Core) -> Sett
             _ => None,
         },
     };
+    let intake = r.choice(
+        "RELAY_V1_INTAKE",
+        &[
+            ("public", Intake::Public),
+            ("local", Intake::Local),
+            ("off", Intake::Off),
+        ],
+        "public, local or off",
+    );
+    let sunset = r.set("RELAY_V1_SUNSET");
+    if let Some(v) = &sunset {
+        // Sent verbatim as a header value: it must be one, and it should be an HTTP date.
+        let printable = v.bytes().all(|b| (0x20..0x7f).contains(&b));
+        if !printable || v.len() > 64 || !is_http_date(v) {
+            let v = v.clone();
+            r.fail(
+                "RELAY_V1_SUNSET",
+                &v,
+                "an HTTP date such as Wed, 01 Jul 2027 00:00:00 GMT",
+            );
+        }
+    }
     Settings {
+        intake,
+        sunset,
         aasa_app_ids,
         max_ciphertext_chars,
         max_inflight,
@@ -78,5 +102,47 @@ pub(super) fn read(r: &mut Reader<'_>, delivery: &Delivery, core: &Core) -> Sett
         body_timeout,
         client_rate: (ip_capacity, ip_refill),
         trusted_proxies,
+    }
+}
+
+/// `Wed, 01 Jul 2027 00:00:00 GMT` (RFC 9110's IMF-fixdate), checked by shape.
+fn is_http_date(s: &str) -> bool {
+    const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let parts: Vec<&str> = s.split(' ').collect();
+    let digits = |t: &str, n: usize| t.len() == n && t.bytes().all(|b| b.is_ascii_digit());
+    let [day, date, month, year, time, zone] = parts[..] else {
+        return false;
+    };
+    let Some(day) = day.strip_suffix(',') else {
+        return false;
+    };
+    let clock: Vec<&str> = time.split(':').collect();
+    DAYS.contains(&day)
+        && digits(date, 2)
+        && MONTHS.contains(&month)
+        && digits(year, 4)
+        && clock.len() == 3
+        && clock.iter().all(|t| digits(t, 2))
+        && zone == "GMT"
+}
+
+#[cfg(test)]
+mod date_tests {
+    #[test]
+    fn http_dates() {
+        assert!(super::is_http_date("Wed, 01 Jul 2027 00:00:00 GMT"));
+        for bad in [
+            "2027-07-01",
+            "Wed, 1 Jul 2027 00:00:00 GMT",
+            "Wed 01 Jul 2027 00:00:00 GMT",
+            "Wed, 01 Jul 2027 00:00:00 UTC",
+            "Wed, 01 July 2027 00:00:00 GMT",
+            "",
+        ] {
+            assert!(!super::is_http_date(bad), "{bad}");
+        }
     }
 }

@@ -57,6 +57,18 @@ pub struct Settings {
     pub alert_title: String,
     /// The alert stub's body.
     pub alert_body: String,
+    /// How long a signed push's receipt is kept, ms (the retry worker extends it when it
+    /// settles a queued target).
+    pub receipt_ttl_ms: i64,
+}
+
+/// What one delivery is for, beyond the alert itself.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    /// `apns-topic` when the sender names its own; `None`: the configured `APNS_TOPIC`.
+    pub topic: Option<String>,
+    /// The signed push and target whose receipt a queued item settles.
+    pub receipt: Option<(String, String)>,
 }
 
 /// Where forwards go.
@@ -172,8 +184,13 @@ impl Delivery {
         }
     }
 
-    /// Admits, forwards and settles one alert.
+    /// Admits, forwards and settles one alert (protocol v1).
     pub async fn handle(&self, alert: &Alert) -> Outcome {
+        self.handle_with(alert, &Context::default()).await
+    }
+
+    /// Admits, forwards and settles one alert, for `ctx`.
+    pub async fn handle_with(&self, alert: &Alert, ctx: &Context) -> Outcome {
         let now_ms = self.clock.now_ms();
         let collapse = alert.collapse_id.as_str();
         let flap_key = alert.flap_key();
@@ -222,7 +239,7 @@ impl Delivery {
                     payload_bytes = size,
                     "dry run: would forward to APNs"
                 );
-                return Outcome::Forwarded;
+                return Outcome::DryRun;
             }
             Sender::Unconfigured => {
                 self.rollback(&alert.device, collapse, flap_key, &ticket)
@@ -230,7 +247,8 @@ impl Delivery {
                 return Outcome::NotConfigured;
             }
         };
-        let m = self.message(alert, now_ms);
+        let mut m = self.message(alert, now_ms);
+        m.topic = ctx.topic.clone();
         let first = self.first_env(env);
         // Inline, each environment may take one request timeout.
         let deadline = Instant::now() + push.request_timeout() * 2;
@@ -241,7 +259,10 @@ impl Delivery {
         if attempt.verdict.transient() {
             // Delivery past a 2xx is the relay's job: retry from the queue inside the
             // staleness window; duplicates keep coalescing meanwhile.
-            match self.queue(&m, alert, flap_key, &ticket, attempt.env).await {
+            match self
+                .queue(&m, alert, flap_key, &ticket, attempt.env, ctx)
+                .await
+            {
                 Ok(()) => {
                     tracing::info!(
                         device = %alert.device.hash8(),
@@ -266,6 +287,7 @@ impl Delivery {
         flap_key: &str,
         ticket: &Ticket,
         env: Environment,
+        ctx: &Context,
     ) -> Result<(), crate::store::StoreError> {
         let (at, kind, prev) = Pending::ticket_fields(ticket);
         let item = Pending {
@@ -281,6 +303,8 @@ impl Delivery {
             ticket_at_ms: at,
             ticket_kind: kind,
             ticket_prev_ms: prev,
+            topic: ctx.topic.clone(),
+            receipt: ctx.receipt.clone(),
         };
         let now = self.clock.now_ms();
         self.store

@@ -6,11 +6,16 @@
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 
+use crate::store::receipts::State;
+
 /// How a request ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    /// APNs accepted it (or dry run).
+    /// APNs accepted it.
     Forwarded,
+    /// Dry run (`RELAY_DRY_RUN=true`, no credentials): logged, not sent; v1 answers it as
+    /// forwarded.
+    DryRun,
     /// Duplicate within the dedup window, or while its forward waits in the retry queue.
     Coalesced,
     /// Held by flap suppression.
@@ -79,7 +84,6 @@ pub enum Outcome {
         allow: &'static str,
     },
     /// Unsigned pushes are not taken here (`RELAY_V1_INTAKE`).
-    #[allow(dead_code)] // answered once RELAY_V1_INTAKE lands with the admin socket
     IntakeDisabled {
         /// Why: the text of the 403.
         text: &'static str,
@@ -89,6 +93,7 @@ pub enum Outcome {
 /// Every label with the status it is answered with, for the series registered at start-up.
 pub const LABELS: &[(&str, &str)] = &[
     ("forwarded", "202"),
+    ("dry_run", "202"),
     ("coalesced", "202"),
     ("suppressed", "202"),
     ("queued", "202"),
@@ -116,9 +121,11 @@ impl Outcome {
     /// The HTTP status of the answer.
     pub fn status(&self) -> StatusCode {
         match self {
-            Outcome::Forwarded | Outcome::Coalesced | Outcome::Suppressed | Outcome::Queued => {
-                StatusCode::ACCEPTED
-            }
+            Outcome::Forwarded
+            | Outcome::DryRun
+            | Outcome::Coalesced
+            | Outcome::Suppressed
+            | Outcome::Queued => StatusCode::ACCEPTED,
             Outcome::RateLimited { .. }
             | Outcome::ApnsThrottled { .. }
             | Outcome::ClientRateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -141,7 +148,7 @@ impl Outcome {
     pub fn body(&self) -> Value {
         let error = |text: &str| json!({"v": 1, "error": text});
         match self {
-            Outcome::Forwarded => json!({"v": 1, "outcome": "forwarded"}),
+            Outcome::Forwarded | Outcome::DryRun => json!({"v": 1, "outcome": "forwarded"}),
             Outcome::Coalesced => json!({"v": 1, "outcome": "coalesced"}),
             Outcome::Suppressed => json!({"v": 1, "outcome": "suppressed"}),
             Outcome::Queued => json!({"v": 1, "outcome": "queued"}),
@@ -190,6 +197,7 @@ impl Outcome {
     pub fn label(&self) -> &'static str {
         match self {
             Outcome::Forwarded => "forwarded",
+            Outcome::DryRun => "dry_run",
             Outcome::Coalesced => "coalesced",
             Outcome::Suppressed => "suppressed",
             Outcome::RateLimited { .. } => "rate_limited",
@@ -215,15 +223,93 @@ impl Outcome {
     }
 }
 
+impl Outcome {
+    /// What a signed push's receipt records for a target whose first outcome this is: its
+    /// state and the extra JSON members (`retryAfterS`, `failure`), from bounded values only
+    /// (Apple's reasons as their documented names or `other`).
+    pub fn receipt_state(&self) -> (State, String) {
+        let failure = |status: Option<u16>, reason: &str| {
+            let reason = crate::push::apns::reason_label(reason);
+            match status {
+                Some(s) => format!(r#""failure":{{"apnsStatus":{s},"reason":"{reason}"}}"#),
+                None => format!(r#""failure":{{"reason":"{reason}"}}"#),
+            }
+        };
+        let relay = |why: &str| format!(r#""failure":{{"reason":"{why}"}}"#);
+        match self {
+            Outcome::Forwarded => (State::Delivered, String::new()),
+            Outcome::DryRun => (State::DryRun, String::new()),
+            Outcome::Coalesced => (State::Coalesced, String::new()),
+            Outcome::Suppressed => (State::Suppressed, String::new()),
+            Outcome::Queued => (State::Queued, String::new()),
+            Outcome::RateLimited { retry_after_s } => (
+                State::RateLimited,
+                format!(r#""retryAfterS":{retry_after_s}"#),
+            ),
+            Outcome::TokenRejected { reason } => (State::Rejected, failure(None, reason)),
+            Outcome::TokenRemembered { reason } => (State::Rejected, failure(None, reason)),
+            Outcome::CredentialsRejected { reason } => (State::Failed, failure(Some(403), reason)),
+            Outcome::ApnsThrottled { reason } => (State::Failed, failure(Some(429), reason)),
+            Outcome::ApnsError { status, reason } => {
+                (State::Failed, failure(Some(*status), reason))
+            }
+            other => (State::Failed, relay(other.label())),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn receipt_states_carry_only_bounded_details() {
+        assert_eq!(Outcome::Forwarded.receipt_state().0, State::Delivered);
+        assert_eq!(Outcome::DryRun.receipt_state().0, State::DryRun);
+        assert_eq!(
+            Outcome::RateLimited { retry_after_s: 7 }.receipt_state(),
+            (State::RateLimited, r#""retryAfterS":7"#.to_owned())
+        );
+        let (s, d) = Outcome::ApnsError {
+            status: 500,
+            reason: "<script>x".into(),
+        }
+        .receipt_state();
+        assert_eq!(s, State::Failed);
+        assert_eq!(d, r#""failure":{"apnsStatus":500,"reason":"other"}"#);
+        let (s, d) = Outcome::TokenRejected {
+            reason: "Unregistered".into(),
+        }
+        .receipt_state();
+        assert_eq!(
+            (s, d.as_str()),
+            (State::Rejected, r#""failure":{"reason":"Unregistered"}"#)
+        );
+        assert_eq!(
+            Outcome::NotConfigured.receipt_state().1,
+            r#""failure":{"reason":"not_configured"}"#
+        );
+        // Every detail is valid JSON inside an object.
+        for o in [
+            Outcome::ApnsUnreachable,
+            Outcome::StoreUnavailable,
+            Outcome::Queued,
+        ] {
+            let (_, d) = o.receipt_state();
+            let obj = format!(
+                "{{\"state\":\"x\"{}{d}}}",
+                if d.is_empty() { "" } else { "," }
+            );
+            serde_json::from_str::<serde_json::Value>(&obj).unwrap();
+        }
+    }
 
     /// Every outcome's (label, status) is registered at start-up.
     #[test]
     fn every_outcome_is_in_the_registered_labels() {
         let all = [
             Outcome::Forwarded,
+            Outcome::DryRun,
             Outcome::Coalesced,
             Outcome::Suppressed,
             Outcome::RateLimited { retry_after_s: 1 },

@@ -15,11 +15,12 @@ use std::time::Duration;
 use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
 
-use super::{Attempt, Delivery, Sender};
+use super::{Attempt, Delivery, Outcome, Sender};
 use crate::device::{DeviceToken, Environment};
 use crate::metrics;
 use crate::push::{Kind, Message, VerdictClass};
 use crate::store::queue::{backoff_ms, random_u32, Fenced, Pending};
+use crate::store::receipts::{State, Update};
 use crate::store::Lease;
 
 /// How often an idle retry worker looks for due items.
@@ -123,7 +124,7 @@ impl Delivery {
         let m = Message {
             device: device.clone(),
             id: item.id.clone(),
-            topic: None,
+            topic: item.topic.clone(),
             kind: Kind::Alert,
             priority: item.priority,
             collapse_id: Some(item.collapse_id.clone()),
@@ -155,6 +156,7 @@ impl Delivery {
                 if let Err(e) = self.store.release(&device, &item.collapse_id, now).await {
                     tracing::warn!(error = %e, "could not release a delivered alert");
                 }
+                self.report(&item, &Outcome::Forwarded).await;
             }
             VerdictClass::Retryable => {
                 let due = now + backoff_ms(item.attempts, random_u32());
@@ -184,6 +186,8 @@ impl Delivery {
                         &attempt,
                     )
                     .await;
+                    self.report(&item, &super::from_verdict(attempt.verdict.clone()))
+                        .await;
                 }
             }
         }
@@ -198,6 +202,36 @@ impl Delivery {
             tracing::warn!(device = %device.hash8(), attempts = item.attempts, "queued notification expired undelivered");
             self.rollback(device, &item.collapse_id, &item.flap_key, &item.ticket())
                 .await;
+            self.report_state(item, State::Expired, String::new()).await;
+        }
+    }
+
+    /// Tells a signed push's receipt how its queued target settled.
+    async fn report(&self, item: &Pending, outcome: &Outcome) {
+        let (state, detail) = outcome.receipt_state();
+        self.report_state(item, state, detail).await;
+    }
+
+    async fn report_state(&self, item: &Pending, state: State, detail: String) {
+        let Some((push_id, target)) = &item.receipt else {
+            return;
+        };
+        let update = Update {
+            target: target.clone(),
+            state,
+            detail,
+        };
+        let r = self
+            .store
+            .receipt_update(
+                push_id,
+                &[update],
+                self.clock.now_ms(),
+                self.settings.receipt_ttl_ms,
+            )
+            .await;
+        if let Err(e) = r {
+            tracing::warn!(error = %e, "could not record a queued target's settlement in its receipt");
         }
     }
 }

@@ -68,22 +68,21 @@ impl Channel {
     }
 }
 
-/// A message as it travels: the publish instant (ms, for the delay metric) and the payload.
+/// A message as it travels: the publish instant (ms, for the delay metric) in decimal, a
+/// newline, the payload. Text, so a Lua script can publish a frame too.
 pub(crate) fn frame(payload: &[u8], now_ms: i64) -> Bytes {
-    let mut b = Vec::with_capacity(payload.len() + 8);
-    b.extend_from_slice(&now_ms.to_be_bytes());
+    let mut b = Vec::with_capacity(payload.len() + 16);
+    b.extend_from_slice(now_ms.to_string().as_bytes());
+    b.push(b'\n');
     b.extend_from_slice(payload);
     Bytes::from(b)
 }
 
-/// Splits a travelling message; `None` for anything too short to be one.
+/// Splits a travelling message; `None` for anything that is not one.
 pub(crate) fn unframe(b: &Bytes) -> Option<(i64, Bytes)> {
-    if b.len() < 8 {
-        return None;
-    }
-    let mut t = [0u8; 8];
-    t.copy_from_slice(&b[..8]);
-    Some((i64::from_be_bytes(t), b.slice(8..)))
+    let nl = b.iter().position(|&c| c == b'\n')?;
+    let at = std::str::from_utf8(&b[..nl]).ok()?.parse().ok()?;
+    Some((at, b.slice(nl + 1..)))
 }
 
 /// In-process fan-out: one broadcast channel per channel name. Also the local end of the
@@ -159,16 +158,20 @@ pub struct Fanout {
     hub: Arc<Hub>,
     backend: Arc<Backend>,
     resyncs: watch::Receiver<u64>,
+    /// In process nothing is ever missed, so the counter never moves; its sender is kept so
+    /// waiting on it waits forever instead of failing.
+    _never: Option<Arc<watch::Sender<u64>>>,
 }
 
 impl Fanout {
     /// In process: one replica.
     pub fn memory() -> Self {
-        let (_tx, rx) = watch::channel(0);
+        let (tx, rx) = watch::channel(0);
         Self {
             hub: Arc::default(),
             backend: Arc::new(Backend::Memory),
             resyncs: rx,
+            _never: Some(Arc::new(tx)),
         }
     }
 
@@ -182,6 +185,7 @@ impl Fanout {
             hub,
             backend: Arc::new(Backend::Redis(redis)),
             resyncs,
+            _never: None,
         }
     }
 
@@ -287,6 +291,11 @@ mod tests {
             Some((1_790_000_000_123, Bytes::from_static(b"seq 7")))
         );
         assert_eq!(unframe(&Bytes::from_static(b"short")), None);
+        assert_eq!(unframe(&Bytes::from_static(b"x\nshort")), None);
+        assert_eq!(
+            unframe(&Bytes::from_static(b"5\n")),
+            Some((5, Bytes::new()))
+        );
     }
 
     #[tokio::test]

@@ -24,7 +24,9 @@
 pub mod fanout;
 pub mod memory;
 pub mod queue;
+pub mod receipts;
 pub mod redis;
+pub mod signers;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -55,6 +57,10 @@ pub enum StoreError {
     /// The retry queue shard is full ([`queue::SHARD_CAP`]).
     #[error("the retry queue is full")]
     Full,
+    /// This replica runs on its in-process store because Redis failed, and the operation
+    /// needs the shared store (signed pushes, mailboxes).
+    #[error("the shared store is unavailable (this replica is degraded)")]
+    Degraded,
 }
 
 /// `RELAY_REDIS_FAILURE`: what a replica does when Redis fails.
@@ -109,6 +115,7 @@ pub struct QueueStats {
 #[derive(Debug)]
 struct Shared {
     store: redis::RedisStore,
+    signed: redis::signed::Signed,
     queue: Option<RedisQueue>,
     on_failure: RedisFailure,
     degraded: Arc<AtomicBool>,
@@ -131,6 +138,13 @@ pub const OPS: &[&str] = &[
     "queue_depth",
     "fanout_publish",
     "fanout_subscribe",
+    "receipt_begin",
+    "receipt_update",
+    "receipt_get",
+    "signer_get",
+    "signer_enroll",
+    "signer_revoke",
+    "signer_list",
 ];
 
 /// The state the relay uses.
@@ -138,6 +152,10 @@ pub const OPS: &[&str] = &[
 pub struct Store {
     memory: memory::MemoryStore,
     memory_queue: MemoryQueue,
+    memory_receipts: receipts::MemoryReceipts,
+    memory_signers: signers::MemorySigners,
+    /// Key prefix, for channel names (empty in process).
+    prefix: String,
     redis: Option<Shared>,
     fanout: fanout::Fanout,
     next_shard: AtomicUsize,
@@ -149,6 +167,9 @@ impl Store {
         Self {
             memory: memory::MemoryStore::new(policy),
             memory_queue: MemoryQueue::default(),
+            memory_receipts: receipts::MemoryReceipts::default(),
+            memory_signers: signers::MemorySigners::default(),
+            prefix: String::new(),
             redis: None,
             fanout: fanout::Fanout::memory(),
             next_shard: AtomicUsize::new(0),
@@ -164,10 +185,16 @@ impl Store {
         policy: Policy,
         on_failure: RedisFailure,
     ) -> Self {
+        let prefix = store.prefix().to_owned();
+        let signed = redis::signed::Signed::new(store.pool().clone(), &prefix);
         Self {
             memory: memory::MemoryStore::new(policy),
             memory_queue: MemoryQueue::default(),
+            memory_receipts: receipts::MemoryReceipts::default(),
+            memory_signers: signers::MemorySigners::default(),
+            prefix,
             redis: Some(Shared {
+                signed,
                 store,
                 queue,
                 on_failure,
@@ -601,6 +628,191 @@ impl Store {
     /// Items waiting in this replica's in-process queue.
     pub fn local_queue_len(&self) -> usize {
         self.memory_queue.len()
+    }
+}
+
+/// The signed-push API's state: receipts and signers. These need the shared store for
+/// their guarantees (a replay must never send twice, a revocation must hold everywhere), so
+/// they never fall back to a replica's memory: while degraded they fail, and the API answers
+/// 503. Without Redis (one replica) they live in process.
+impl Store {
+    fn shared_or_memory(&self) -> Result<Option<&Shared>, StoreError> {
+        match &self.redis {
+            None => Ok(None),
+            Some(s) if s.degraded.load(Ordering::SeqCst) => Err(StoreError::Degraded),
+            Some(s) => Ok(Some(s)),
+        }
+    }
+
+    async fn timed<T>(
+        &self,
+        op: &'static str,
+        f: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let started = Instant::now();
+        let r = f.await;
+        metrics::store_op(op, started.elapsed(), r.is_ok());
+        r
+    }
+
+    /// The channel a push's receipt events are published on.
+    pub fn events_channel(&self, push_id: &str) -> fanout::Channel {
+        fanout::Channel::sharded(format!("{}{{r:{push_id}}}:events", self.prefix))
+    }
+
+    /// The channel signer changes are published on.
+    pub fn signers_channel(&self) -> fanout::Channel {
+        fanout::Channel::global(format!("{}signers", self.prefix))
+    }
+
+    /// Creates a push's receipt, or finds the one its id has (see [`receipts::begin`]).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn receipt_begin(
+        &self,
+        push_id: &str,
+        hash: &str,
+        signer: &str,
+        topic: &str,
+        targets: &[String],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<receipts::Begun, StoreError> {
+        match self.shared_or_memory()? {
+            Some(s) => {
+                self.timed(
+                    "receipt_begin",
+                    s.signed
+                        .begin(push_id, hash, signer, topic, targets, now_ms, ttl_ms),
+                )
+                .await
+            }
+            None => Ok(self
+                .memory_receipts
+                .begin(push_id, hash, signer, topic, targets, now_ms, ttl_ms)),
+        }
+    }
+
+    /// Applies target changes (see [`receipts::update`]) and publishes the new events to
+    /// every replica; `None` when the receipt is gone.
+    pub async fn receipt_update(
+        &self,
+        push_id: &str,
+        updates: &[receipts::Update],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Option<receipts::Receipt>, StoreError> {
+        match self.shared_or_memory()? {
+            Some(s) => {
+                self.timed(
+                    "receipt_update",
+                    s.signed.update(push_id, updates, now_ms, ttl_ms),
+                )
+                .await
+            }
+            None => {
+                let Some((r, new)) = self
+                    .memory_receipts
+                    .update(push_id, updates, now_ms, ttl_ms)
+                else {
+                    return Ok(None);
+                };
+                if !new.is_empty() {
+                    let payload: Vec<String> = new.iter().map(receipts::Event::encode).collect();
+                    self.fanout
+                        .publish(
+                            &self.events_channel(push_id),
+                            payload.join("\n").as_bytes(),
+                            now_ms,
+                        )
+                        .await?;
+                }
+                Ok(Some(r))
+            }
+        }
+    }
+
+    /// A push's receipt, while kept.
+    pub async fn receipt_get(
+        &self,
+        push_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<receipts::Receipt>, StoreError> {
+        match self.shared_or_memory()? {
+            Some(s) => self.timed("receipt_get", s.signed.get(push_id)).await,
+            None => Ok(self.memory_receipts.get(push_id, now_ms)),
+        }
+    }
+
+    /// One signer.
+    pub async fn signer_get(&self, key_id: &str) -> Result<Option<signers::Signer>, StoreError> {
+        match self.shared_or_memory()? {
+            Some(s) => self.timed("signer_get", s.signed.signer(key_id)).await,
+            None => Ok(self.memory_signers.get(key_id)),
+        }
+    }
+
+    /// Enrols or updates a signer, and tells every replica.
+    pub async fn signer_enroll(
+        &self,
+        key_id: &str,
+        public_key: &str,
+        topics: &[String],
+        now_ms: i64,
+    ) -> Result<(signers::Signer, signers::Enrolled), StoreError> {
+        match self.shared_or_memory()? {
+            Some(s) => {
+                self.timed(
+                    "signer_enroll",
+                    s.signed.enroll(key_id, public_key, topics, now_ms),
+                )
+                .await
+            }
+            None => {
+                let r = self
+                    .memory_signers
+                    .enroll(key_id, public_key, topics, now_ms);
+                self.fanout
+                    .publish(&self.signers_channel(), key_id.as_bytes(), now_ms)
+                    .await?;
+                Ok(r)
+            }
+        }
+    }
+
+    /// Revokes a signer, and tells every replica; `None` for an unknown key id.
+    pub async fn signer_revoke(
+        &self,
+        key_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<signers::Signer>, StoreError> {
+        match self.shared_or_memory()? {
+            Some(s) => {
+                self.timed("signer_revoke", s.signed.revoke(key_id, now_ms))
+                    .await
+            }
+            None => {
+                let r = self.memory_signers.revoke(key_id, now_ms);
+                if r.is_some() {
+                    self.fanout
+                        .publish(&self.signers_channel(), key_id.as_bytes(), now_ms)
+                        .await?;
+                }
+                Ok(r)
+            }
+        }
+    }
+
+    /// Every signer.
+    pub async fn signer_list(&self) -> Result<Vec<signers::Signer>, StoreError> {
+        match self.shared_or_memory()? {
+            Some(s) => self.timed("signer_list", s.signed.list()).await,
+            None => Ok(self.memory_signers.list()),
+        }
+    }
+
+    /// Forgets in-process receipts past their TTL (called periodically).
+    pub fn sweep_receipts(&self, now_ms: i64) {
+        self.memory_receipts.sweep(now_ms);
     }
 }
 

@@ -51,6 +51,13 @@ pub struct Pending {
     pub ticket_kind: u8,
     /// The previous reminder instant, for reminders.
     pub ticket_prev_ms: i64,
+    /// `apns-topic` when the push names its own (signed pushes); `None`: `APNS_TOPIC`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    /// The signed push and target (16 hex of the token's hash) whose receipt this item
+    /// settles, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<(String, String)>,
 }
 
 impl Pending {
@@ -233,6 +240,8 @@ pub(crate) mod tests {
             ticket_at_ms: 5,
             ticket_kind: 2,
             ticket_prev_ms: 3,
+            topic: None,
+            receipt: None,
         }
     }
 

@@ -377,6 +377,8 @@ fn pending(id: u8, accepted_ms: i64) -> Pending {
         ticket_at_ms: 5,
         ticket_kind: 0,
         ticket_prev_ms: 0,
+        topic: None,
+        receipt: None,
     }
 }
 

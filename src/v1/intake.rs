@@ -66,19 +66,53 @@ pub(crate) async fn intake(State(v1): State<Arc<V1>>, req: Request) -> Response 
     );
     crate::telemetry::continue_trace(&span, req.headers());
     let started = Instant::now();
-    let (outcome, alert) = handle(&v1, req).instrument(span.clone()).await;
+    let (outcome, alert) = match v1.settings.intake.public_refusal() {
+        Some(text) => (Outcome::IntakeDisabled { text }, None),
+        None => handle(&v1, req, true).instrument(span.clone()).await,
+    };
     span.record("outcome", outcome.label());
     span.record("http.response.status_code", outcome.status().as_u16());
     let _entered = span.enter();
     finish(&outcome, started, alert.as_ref(), Some(&v1.replica))
 }
 
-async fn handle(v1: &V1, req: Request) -> (Outcome, Option<Alert>) {
+/// The deprecated unsigned push of the admin socket (`POST /admin/v1/push`): the v1 answer
+/// to a v1 envelope, with `Deprecation: true` and `Sunset` when `RELAY_V1_SUNSET` is set.
+/// The peer is the relay's own user, so no client-address bucket applies; `RELAY_V1_INTAKE
+/// =off` refuses it with 403.
+pub(crate) async fn local(v1: &V1, req: Request) -> Response {
+    let span = tracing::info_span!(
+        "intake",
+        otel.kind = "server",
+        http.request.method = "POST",
+        url.path = "/admin/v1/push",
+        replica = %v1.replica,
+        outcome = tracing::field::Empty,
+    );
+    let started = Instant::now();
+    let (outcome, alert) = match v1.settings.intake.local_refusal() {
+        Some(text) => (Outcome::IntakeDisabled { text }, None),
+        None => handle(v1, req, false).instrument(span.clone()).await,
+    };
+    span.record("outcome", outcome.label());
+    let _entered = span.enter();
+    let mut resp = finish(&outcome, started, alert.as_ref(), Some(&v1.replica));
+    let h = resp.headers_mut();
+    h.insert("deprecation", axum::http::HeaderValue::from_static("true"));
+    if let Some(sunset) = &v1.settings.sunset {
+        if let Ok(v) = axum::http::HeaderValue::from_str(sunset) {
+            h.insert("sunset", v);
+        }
+    }
+    resp
+}
+
+async fn handle(v1: &V1, req: Request, public: bool) -> (Outcome, Option<Alert>) {
     let Ok(_permit) = v1.inflight.try_acquire() else {
         return (Outcome::Overloaded, None);
     };
     let _inflight = crate::metrics::InflightGuard::enter();
-    if let Some(limiter) = &v1.clients {
+    if let Some(limiter) = v1.clients.as_ref().filter(|_| public) {
         let peer = req
             .extensions()
             .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()

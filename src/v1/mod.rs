@@ -26,9 +26,42 @@ use axum::Router;
 
 use crate::delivery::{Delivery, Outcome};
 
+/// Where unsigned pushes are taken (`RELAY_V1_INTAKE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Intake {
+    /// `POST /` on the public listener (and the admin socket's deprecated push).
+    Public,
+    /// Only `POST /admin/v1/push` on the admin socket.
+    Local,
+    /// Nowhere.
+    Off,
+}
+
+impl Intake {
+    /// The 403 text of `POST /` on the public listener, when it refuses.
+    pub fn public_refusal(self) -> Option<&'static str> {
+        match self {
+            Intake::Public => None,
+            Intake::Local => Some("unsigned pushes are accepted only on the local admin socket"),
+            Intake::Off => Some(OFF),
+        }
+    }
+
+    /// The 403 text of the admin socket's unsigned push, when it refuses.
+    pub fn local_refusal(self) -> Option<&'static str> {
+        (self == Intake::Off).then_some(OFF)
+    }
+}
+
+const OFF: &str = "unsigned pushes are not accepted";
+
 /// The v1 front-end's settings.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
+    /// Where unsigned pushes are taken.
+    pub intake: Intake,
+    /// `Sunset` of the deprecated unsigned push on the admin socket, verbatim.
+    pub sunset: Option<String>,
     /// App ids of the apple-app-site-association file; `None` answers it 404.
     pub aasa_app_ids: Option<Vec<String>>,
     /// Ciphertext cap (`RELAY_MAX_CIPHERTEXT_CHARS`).

@@ -14,6 +14,7 @@
 pub mod fanout;
 pub mod policy;
 pub mod queue;
+pub mod signed;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -155,6 +156,11 @@ impl RedisStore {
     /// The connection pool.
     pub fn pool(&self) -> &Pool {
         &self.pool
+    }
+
+    /// The key prefix (`RELAY_REDIS_PREFIX`).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// Prunes dead fields of a device's hash once it has more than `n` (tests set 0 to prune

@@ -1,0 +1,249 @@
+//! The admin API (SIGNED.md, "Enrolment and the admin API"), served on the Unix socket and,
+//! opt-in, on loopback TCP ([`super::transport`]); never on the public listener.
+//!
+//! | Request | Answer |
+//! | --- | --- |
+//! | `PUT /admin/v1/signers/<keyId>` `{"publicKey":..,"topics":[..]}` | 201 enrolled, 200 updated |
+//! | `GET /admin/v1/signers` | 200 `{"signers":[..]}` |
+//! | `POST /admin/v1/signers/<keyId>/revoke` | 200; 404 for an unknown key id |
+//! | `GET /admin/v1/pushes/<pushId>` | 200 any receipt; 404 |
+//! | `POST /admin/v1/push` (socket only) | the v1 answer with `Deprecation` (and `Sunset`) |
+//!
+//! Errors use the `/v2` envelope. Each change is published on the fan-out, so every
+//! replica's signer cache drops the entry within the fan-out's delay; this replica's is
+//! dropped at once.
+//!
+//! Store round trips: one per request (an enrolment, a revocation, a list, a receipt).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Extension, Router};
+use serde_json::{json, Value};
+
+use super::transport::Transport;
+use crate::clock::Clock;
+use crate::signed::error::ApiError;
+use crate::signed::request::is_valid_topic;
+use crate::signed::sig::{is_valid_key_id, PublicKey};
+use crate::signed::signers::Signers;
+use crate::store::signers::{Enrolled, Signer};
+use crate::store::{Store, StoreError};
+use crate::v1::V1;
+
+/// Largest enrolment body.
+const MAX_BODY: usize = 64 * 1024;
+/// Topics one signer may be bound to.
+const MAX_TOPICS: usize = 100;
+
+/// What the admin API works on.
+#[derive(Debug, Clone)]
+pub struct AdminApi {
+    store: Arc<Store>,
+    signers: Arc<Signers>,
+    v1: Arc<V1>,
+    clock: Clock,
+}
+
+impl AdminApi {
+    /// The API over the store, this replica's signer cache and the v1 front-end.
+    pub fn new(store: Arc<Store>, signers: Arc<Signers>, v1: Arc<V1>, clock: Clock) -> Self {
+        Self {
+            store,
+            signers,
+            v1,
+            clock,
+        }
+    }
+}
+
+/// The admin API's routes.
+pub fn routes(api: AdminApi) -> Router {
+    Router::new()
+        .route("/admin/v1/signers", get(list).fallback(method_not_allowed))
+        .route(
+            "/admin/v1/signers/{key_id}",
+            put(enroll).fallback(method_not_allowed),
+        )
+        .route(
+            "/admin/v1/signers/{key_id}/revoke",
+            post(revoke).fallback(method_not_allowed),
+        )
+        .route(
+            "/admin/v1/pushes/{id}",
+            get(receipt).fallback(method_not_allowed),
+        )
+        .route("/admin/v1/push", post(push).fallback(method_not_allowed))
+        .fallback(|| async { ApiError::not_found("no such admin route").into_response() })
+        .with_state(Arc::new(api))
+}
+
+async fn method_not_allowed() -> Response {
+    ApiError::method_not_allowed().into_response()
+}
+
+fn json(status: StatusCode, v: &Value) -> Response {
+    let mut r = (status, v.to_string()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn unavailable(e: &StoreError) -> ApiError {
+    tracing::warn!(error = %e, "admin API: the store did not answer");
+    ApiError::unavailable()
+}
+
+/// A signer as the API shows it.
+fn render(s: &Signer) -> Value {
+    let mut v = json!({
+        "keyId": s.key_id,
+        "publicKey": s.public_key,
+        "topics": s.topics,
+        "state": s.state(),
+        "createdAtMs": s.created_ms,
+        "updatedAtMs": s.updated_ms,
+    });
+    if let Some(at) = s.revoked_ms {
+        v["revokedAtMs"] = Value::from(at);
+    }
+    v
+}
+
+struct Enrolment {
+    public_key: String,
+    topics: Vec<String>,
+}
+
+/// The enrolment body, checked: exactly `publicKey` (a 32-byte key in standard base64) and
+/// `topics` (1 to 100 distinct topics). Messages name the member, never echo a value.
+fn enrolment(body: &[u8]) -> Result<Enrolment, ApiError> {
+    const SHAPE: &str =
+        "the body must be {\"publicKey\":\"<base64 of 32 bytes>\",\"topics\":[\"<topic>\",...]}";
+    let Ok(Value::Object(o)) = serde_json::from_slice::<Value>(body) else {
+        return Err(ApiError::invalid(SHAPE));
+    };
+    if let Some(other) = o.keys().find(|k| *k != "publicKey" && *k != "topics") {
+        let name: String = other.chars().take(64).collect();
+        return Err(ApiError::invalid(format!(
+            "unknown member {name:?}: {SHAPE}"
+        )));
+    }
+    let public_key =
+        match o.get("publicKey") {
+            Some(Value::String(k)) if PublicKey::from_base64(k).is_ok() => k.clone(),
+            _ => return Err(ApiError::invalid(
+                "publicKey must be standard base64 (with padding) of a 32-byte Ed25519 public key",
+            )),
+        };
+    let topics: Vec<String> = match o.get("topics") {
+        Some(Value::Array(a)) if (1..=MAX_TOPICS).contains(&a.len()) => a
+            .iter()
+            .map(|t| match t {
+                Value::String(t) if is_valid_topic(t) => Ok(t.clone()),
+                _ => Err(ApiError::invalid(
+                    "each topic must be a string of 1 to 255 characters without whitespace",
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        _ => {
+            return Err(ApiError::invalid(
+                "topics must be an array of 1 to 100 topics",
+            ))
+        }
+    };
+    let mut seen = std::collections::HashSet::new();
+    if !topics.iter().all(|t| seen.insert(t.as_str())) {
+        return Err(ApiError::invalid("topics must be distinct"));
+    }
+    Ok(Enrolment { public_key, topics })
+}
+
+fn key_id(key_id: &str) -> Result<(), ApiError> {
+    if is_valid_key_id(key_id) {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "the key id must be ed25519: then 1 to 64 of A-Z a-z 0-9 . _ -",
+        ))
+    }
+}
+
+async fn enroll(
+    State(api): State<Arc<AdminApi>>,
+    Path(id): Path<String>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    key_id(&id)?;
+    let body = axum::body::to_bytes(req.into_body(), MAX_BODY)
+        .await
+        .map_err(|_| ApiError::too_large(MAX_BODY))?;
+    let e = enrolment(&body)?;
+    let (signer, how) = api
+        .store
+        .signer_enroll(&id, &e.public_key, &e.topics, api.clock.now_ms())
+        .await
+        .map_err(|e| unavailable(&e))?;
+    api.signers.invalidate(&id);
+    tracing::info!(key_id = %id, topics = signer.topics.len(), created = how == Enrolled::Created, "signer enrolled");
+    let status = match how {
+        Enrolled::Created => StatusCode::CREATED,
+        Enrolled::Updated => StatusCode::OK,
+    };
+    Ok(json(status, &render(&signer)))
+}
+
+async fn list(State(api): State<Arc<AdminApi>>) -> Result<Response, ApiError> {
+    let signers = api.store.signer_list().await.map_err(|e| unavailable(&e))?;
+    let list: Vec<Value> = signers.iter().map(render).collect();
+    Ok(json(StatusCode::OK, &json!({ "signers": list })))
+}
+
+async fn revoke(
+    State(api): State<Arc<AdminApi>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    key_id(&id)?;
+    let signer = api
+        .store
+        .signer_revoke(&id, api.clock.now_ms())
+        .await
+        .map_err(|e| unavailable(&e))?
+        .ok_or_else(|| ApiError::not_found("no such signer"))?;
+    api.signers.invalidate(&id);
+    tracing::info!(key_id = %id, "signer revoked");
+    Ok(json(StatusCode::OK, &render(&signer)))
+}
+
+async fn receipt(
+    State(api): State<Arc<AdminApi>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let r = api
+        .store
+        .receipt_get(&id, api.clock.now_ms())
+        .await
+        .map_err(|e| unavailable(&e).with_push(&id))?
+        .ok_or_else(|| ApiError::not_found("no such push").with_push(&id))?;
+    crate::metrics::receipt_read("admin");
+    Ok(json(StatusCode::OK, &crate::signed::receipt::render(&r)))
+}
+
+async fn push(
+    State(api): State<Arc<AdminApi>>,
+    transport: Option<Extension<Transport>>,
+    req: Request,
+) -> Response {
+    match transport.map(|t| t.0) {
+        Some(Transport::Socket) => crate::v1::intake::local(&api.v1, req).await,
+        _ => ApiError::forbidden(
+            "unsigned pushes are taken on the admin socket only; over TCP, send signed pushes to /v2/pushes",
+        )
+        .into_response(),
+    }
+}

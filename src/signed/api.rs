@@ -1,0 +1,479 @@
+//! `POST /v2/pushes`, `GET /v2/pushes/<id>` and `GET /v2/pushes/<id>/events`.
+//!
+//! A push is accepted in SIGNED.md's order, the first failing check answering: the body's
+//! size (413) and schema (400), the signer (403 unknown or revoked), the signature (401),
+//! the topic binding (403), freshness (422), the request id (409 with another hash; an exact
+//! replay answers 200 with the receipt as it stands and sends nothing), the store (503).
+//! A new push then runs every target through the v1 policy and APNs path concurrently and
+//! answers 201 once each target has its first outcome.
+//!
+//! Store round trips: a new one-target push costs three (the receipt created, the target's
+//! admission, the outcomes recorded) and one more per extra target's admission; a replay
+//! costs one; the signer comes from the replica's cache ([`super::signers`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+use super::error::ApiError;
+use super::receipt;
+use super::request::{SignedPush, MAX_BODY_BYTES};
+use super::sig::{self, ReadAuthorization};
+use super::signers::{Known, Signers};
+use crate::delivery::{Context, Delivery};
+use crate::metrics;
+use crate::store::receipts::{Begun, Event, EventKind, Receipt, Update};
+use crate::store::{Store, StoreError};
+
+/// How often an open event stream sends a `: keepalive` comment.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// The signed front-end's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The topic of a push that names none (`APNS_TOPIC`), if any.
+    pub default_topic: Option<String>,
+    /// Ciphertext cap (`RELAY_MAX_CIPHERTEXT_CHARS`), as for v1.
+    pub max_ciphertext_chars: usize,
+    /// How long ids and receipts are kept, ms.
+    pub receipt_ttl_ms: i64,
+    /// Time a client has to send its body.
+    pub body_timeout: Duration,
+}
+
+/// The signed front-end.
+#[derive(Debug)]
+pub struct Signed {
+    settings: Settings,
+    delivery: Arc<Delivery>,
+    signers: Arc<Signers>,
+}
+
+impl Signed {
+    /// The front-end over the delivery core, with this replica's signer cache.
+    pub fn new(settings: Settings, delivery: Arc<Delivery>, signers: Arc<Signers>) -> Self {
+        Self {
+            settings,
+            delivery,
+            signers,
+        }
+    }
+
+    fn store(&self) -> &Arc<Store> {
+        self.delivery.store()
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.delivery.clock().now_ms()
+    }
+}
+
+/// The `/v2` routes.
+pub fn routes(signed: Arc<Signed>) -> Router {
+    Router::new()
+        .route("/v2/pushes", post(push).fallback(method_not_allowed))
+        .route("/v2/pushes/{id}", get(read).fallback(method_not_allowed))
+        .route(
+            "/v2/pushes/{id}/events",
+            get(events).fallback(method_not_allowed),
+        )
+        .with_state(signed)
+}
+
+async fn method_not_allowed() -> Response {
+    ApiError::method_not_allowed().into_response()
+}
+
+fn json(status: StatusCode, v: &serde_json::Value) -> Response {
+    let mut r = (status, v.to_string()).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn unavailable(e: &StoreError) -> ApiError {
+    tracing::warn!(error = %e, "signed push: the shared store did not answer");
+    ApiError::unavailable()
+}
+
+fn finish(route: &'static str, code: &'static str, started: Instant, resp: Response) -> Response {
+    metrics::signed_request(route, code, started.elapsed());
+    resp
+}
+
+async fn push(State(s): State<Arc<Signed>>, req: Request) -> Response {
+    let started = Instant::now();
+    let span = tracing::info_span!(
+        "signed_push",
+        otel.kind = "server",
+        code = tracing::field::Empty
+    );
+    crate::telemetry::continue_trace(&span, req.headers());
+    let (code, resp) = match accept(&s, req).await {
+        Ok((code, resp)) => (code, resp),
+        Err(e) => (e.code, e.into_response()),
+    };
+    span.record("code", code);
+    tracing::info!(parent: &span, code, status = resp.status().as_u16(), latency_ms = started.elapsed().as_secs_f64() * 1000.0, "signed push");
+    finish("push", code, started, resp)
+}
+
+/// The signer of `key_id`, active: 403 when unknown or revoked, 503 when the store fails.
+async fn signer(s: &Signed, key_id: &str) -> Result<Arc<Known>, ApiError> {
+    let known = s
+        .signers
+        .get(key_id)
+        .await
+        .map_err(|e| unavailable(&e))?
+        .ok_or_else(ApiError::unknown_signer)?;
+    if known.signer.revoked_ms.is_some() {
+        return Err(ApiError::revoked_signer());
+    }
+    Ok(known)
+}
+
+fn verified(r: Result<(), sig::SigError>) -> Result<(), ApiError> {
+    metrics::signature_verification(r.is_ok());
+    r.map_err(|_| ApiError::bad_signature())
+}
+
+async fn accept(s: &Signed, req: Request) -> Result<(&'static str, Response), ApiError> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(ApiError::too_large(MAX_BODY_BYTES));
+    }
+    let body = tokio::time::timeout(
+        s.settings.body_timeout,
+        axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES),
+    )
+    .await
+    .map_err(|_| ApiError::invalid("the body did not arrive in time"))?
+    .map_err(|e| {
+        let too_large = std::error::Error::source(&e)
+            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+        if too_large {
+            ApiError::too_large(MAX_BODY_BYTES)
+        } else {
+            ApiError::invalid("the body could not be read")
+        }
+    })?;
+    let push = SignedPush::parse(&body, s.settings.max_ciphertext_chars)
+        .map_err(|e| ApiError::invalid(e.message()))?;
+    let id = push.request_id().to_owned();
+    let with_id = |e: ApiError| e.with_push(&id);
+    let known = signer(s, push.signer_key_id()).await.map_err(with_id)?;
+    verified(sig::verify_push(&known.key, &push)).map_err(with_id)?;
+    let topic = match push.topic().or(s.settings.default_topic.as_deref()) {
+        Some(t) => t.to_owned(),
+        None => {
+            return Err(with_id(ApiError::invalid(
+                "topic is required: the relay has no APNS_TOPIC to default to",
+            )))
+        }
+    };
+    if !known.signer.topics.iter().any(|t| *t == topic) {
+        return Err(with_id(ApiError::topic_not_allowed()));
+    }
+    let now = s.now_ms();
+    sig::check_fresh(push.issued_at_ms(), now.max(0) as u64)
+        .map_err(|_| with_id(ApiError::stale("issuedAtMs")))?;
+    let targets: Vec<String> = push.targets().iter().map(|t| t.receipt_key()).collect();
+    let begun = s
+        .store()
+        .receipt_begin(
+            &id,
+            push.canonical_hash(),
+            push.signer_key_id(),
+            &topic,
+            &targets,
+            now,
+            s.settings.receipt_ttl_ms,
+        )
+        .await
+        .map_err(|e| with_id(unavailable(&e)))?;
+    let fresh = match begun {
+        Begun::Conflict => return Err(with_id(ApiError::conflict())),
+        Begun::Replay(r) => {
+            metrics::signed_replay();
+            return Ok(("replayed", json(StatusCode::OK, &receipt::render(&r))));
+        }
+        Begun::New(r) => r,
+    };
+    let r = deliver(s, &push, &topic, fresh).await;
+    Ok(("created", json(StatusCode::CREATED, &receipt::render(&r))))
+}
+
+/// Every target through the delivery core at once; the receipt with their first outcomes.
+async fn deliver(s: &Signed, push: &SignedPush, topic: &str, fresh: Receipt) -> Receipt {
+    let topic = (Some(topic) != s.settings.default_topic.as_deref()).then(|| topic.to_owned());
+    let mut set = tokio::task::JoinSet::new();
+    for (i, t) in push.targets().iter().enumerate() {
+        let alert = push.alert(i);
+        let ctx = Context {
+            topic: topic.clone(),
+            receipt: Some((push.request_id().to_owned(), t.receipt_key())),
+        };
+        let delivery = s.delivery.clone();
+        let key = t.receipt_key();
+        set.spawn(async move { (key, delivery.handle_with(&alert, &ctx).await) });
+    }
+    let mut updates = Vec::with_capacity(push.targets().len());
+    while let Some(done) = set.join_next().await {
+        let Ok((target, outcome)) = done else {
+            continue;
+        };
+        let (state, detail) = outcome.receipt_state();
+        metrics::signed_target(state.as_str());
+        updates.push(Update {
+            target,
+            state,
+            detail,
+        });
+    }
+    let now = s.now_ms();
+    for attempt in 0..2 {
+        match s
+            .store()
+            .receipt_update(push.request_id(), &updates, now, s.settings.receipt_ttl_ms)
+            .await
+        {
+            Ok(Some(r)) => return r,
+            Ok(None) => break,
+            Err(e) if attempt == 0 => {
+                tracing::warn!(error = %e, "recording a signed push's outcomes failed; retrying once")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "recording a signed push's outcomes failed: the stored receipt lags the answer")
+            }
+        }
+    }
+    let mut r = fresh;
+    crate::store::receipts::update(&mut r, &updates, now);
+    r
+}
+
+/// The checks of a signed read, in SIGNED.md's order: the header (401 `unauthorized`), the
+/// signer (403), the signature (401 `bad_signature`), freshness (422), the push (404), its
+/// signer (403 `forbidden`).
+async fn authorize_read(
+    s: &Signed,
+    headers: &HeaderMap,
+    path_and_query: &str,
+    id: &str,
+) -> Result<Receipt, ApiError> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let value = values.next().map(|v| v.as_bytes());
+    if values.next().is_some() {
+        return Err(ApiError::unauthorized(
+            "one Authorization header is expected",
+        ));
+    }
+    let auth =
+        ReadAuthorization::parse(value).map_err(|e| ApiError::unauthorized(e.to_string()))?;
+    let known = signer(s, auth.key_id()).await?;
+    verified(auth.verify(&known.key, "GET", path_and_query))?;
+    let now = s.now_ms();
+    sig::check_fresh(auth.ts_ms(), now.max(0) as u64).map_err(|_| ApiError::stale("ts"))?;
+    let r = s
+        .store()
+        .receipt_get(id, now)
+        .await
+        .map_err(|e| unavailable(&e))?
+        .ok_or_else(|| ApiError::not_found("no such push").with_push(id))?;
+    if r.signer != auth.key_id() {
+        return Err(ApiError::forbidden("another signer created this push").with_push(id));
+    }
+    Ok(r)
+}
+
+fn path_and_query(req: &Request) -> String {
+    req.uri()
+        .path_and_query()
+        .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned())
+}
+
+async fn read(State(s): State<Arc<Signed>>, Path(id): Path<String>, req: Request) -> Response {
+    let started = Instant::now();
+    let pq = path_and_query(&req);
+    match authorize_read(&s, req.headers(), &pq, &id).await {
+        Ok(r) => {
+            metrics::receipt_read("receipt");
+            finish(
+                "receipt",
+                "ok",
+                started,
+                json(StatusCode::OK, &receipt::render(&r)),
+            )
+        }
+        Err(e) => finish("receipt", e.code, started, e.into_response()),
+    }
+}
+
+/// Where a stream starts: `after=` in the query wins over `Last-Event-ID`; default 0.
+fn resume_point(req: &Request) -> Result<u64, ApiError> {
+    let from_query = req.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("after="))
+            .map(str::to_owned)
+    });
+    let from_header = req
+        .headers()
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    match from_query.or(from_header) {
+        None => Ok(0),
+        Some(v) => v.trim().parse().map_err(|_| {
+            ApiError::invalid("after (or Last-Event-ID) must be an event sequence number")
+        }),
+    }
+}
+
+async fn events(State(s): State<Arc<Signed>>, Path(id): Path<String>, req: Request) -> Response {
+    let started = Instant::now();
+    let pq = path_and_query(&req);
+    let after = match resume_point(&req) {
+        Ok(a) => a,
+        Err(e) => return finish("events", e.code, started, e.into_response()),
+    };
+    // Subscribe first, then read: nothing published in between is missed.
+    let sub = match s
+        .store()
+        .fanout()
+        .subscribe(&s.store().events_channel(&id))
+        .await
+    {
+        Ok(sub) => sub,
+        Err(e) => {
+            let e = unavailable(&e);
+            return finish("events", e.code, started, e.into_response());
+        }
+    };
+    let receipt = match authorize_read(&s, req.headers(), &pq, &id).await {
+        Ok(r) => r,
+        Err(e) => return finish("events", e.code, started, e.into_response()),
+    };
+    metrics::receipt_read("events");
+    let (tx, rx) = tokio::sync::mpsc::channel::<SseEvent>(64);
+    tokio::spawn(stream_events(s.clone(), id, receipt, after, sub, tx));
+    let mut rx = rx;
+    let stream = futures_util::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx)
+            .map(|o| o.map(Ok::<_, std::convert::Infallible>))
+    });
+    let resp = Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(KEEPALIVE).text("keepalive"))
+        .into_response();
+    finish("events", "ok", started, resp)
+}
+
+fn sse(e: &Event) -> SseEvent {
+    SseEvent::default()
+        .id(e.sequence.to_string())
+        .event(e.kind.as_str())
+        .data(receipt::event(e).to_string())
+}
+
+/// Sends the events after `after`, then new ones as any replica produces them, until the
+/// `settled` event has gone out or the client leaves. A gap in the sequence, or a resync of
+/// the fan-out, re-reads the receipt, so no event is skipped.
+async fn stream_events(
+    s: Arc<Signed>,
+    id: String,
+    first: Receipt,
+    after: u64,
+    mut sub: crate::store::fanout::Subscription,
+    tx: tokio::sync::mpsc::Sender<SseEvent>,
+) {
+    let _open = metrics::EventStreamGuard::open();
+    let mut last = after;
+    match send_from(&tx, &first, &mut last).await {
+        Sent::Ended => return,
+        Sent::More => {}
+    }
+    if first.settled {
+        // Resumed after the settled event: nothing more will come.
+        return;
+    }
+    let mut resyncs = s.store().fanout().resyncs();
+    let mut resyncing = true;
+    loop {
+        let reread = tokio::select! {
+            m = sub.recv() => match m {
+                None => return,
+                Some(payload) => {
+                    let text = String::from_utf8_lossy(&payload);
+                    let events: Vec<Event> = text.lines().filter_map(Event::decode).collect();
+                    let mut gap = false;
+                    let mut done = false;
+                    let from = last;
+                    for e in events.iter().filter(|e| e.sequence > from) {
+                        if e.sequence != last + 1 {
+                            gap = true;
+                            break;
+                        }
+                        if tx.send(sse(e)).await.is_err() {
+                            return;
+                        }
+                        last = e.sequence;
+                        if e.kind == EventKind::Settled {
+                            done = true;
+                            break;
+                        }
+                    }
+                    if done {
+                        return;
+                    }
+                    gap
+                }
+            },
+            r = resyncs.changed(), if resyncing => match r {
+                Ok(()) => true,
+                Err(_) => { resyncing = false; false }
+            },
+            _ = tx.closed() => return,
+        };
+        if reread {
+            let Ok(Some(r)) = s.store().receipt_get(&id, s.now_ms()).await else {
+                continue;
+            };
+            if let Sent::Ended = send_from(&tx, &r, &mut last).await {
+                return;
+            }
+        }
+    }
+}
+
+enum Sent {
+    /// The settled event went out, or the client left.
+    Ended,
+    /// More may come.
+    More,
+}
+
+/// Sends the receipt's events after `last`.
+async fn send_from(tx: &tokio::sync::mpsc::Sender<SseEvent>, r: &Receipt, last: &mut u64) -> Sent {
+    let from = *last;
+    for e in r.events.iter().filter(|e| e.sequence > from) {
+        if tx.send(sse(e)).await.is_err() {
+            return Sent::Ended;
+        }
+        *last = e.sequence;
+        if e.kind == EventKind::Settled {
+            return Sent::Ended;
+        }
+    }
+    Sent::More
+}

@@ -1,0 +1,193 @@
+//! The one error envelope of `/v2` and the admin API:
+//! `{"error":{"code":"<code>","message":"<short text>","pushId":"<id, when known>"}}`.
+//! Authentication and authorization failures (401, 403) stay distinct from payload errors
+//! (400, 422), conflicts (409), missing pushes (404) and readiness (503).
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+/// An error answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Machine-readable code, also the metric label.
+    pub code: &'static str,
+    /// Short text; names a member, never repeats a value.
+    pub message: String,
+    /// The push the error is about, when known.
+    pub push_id: Option<String>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            push_id: None,
+        }
+    }
+
+    /// Names the push.
+    pub fn with_push(mut self, push_id: &str) -> Self {
+        self.push_id = Some(push_id.to_owned());
+        self
+    }
+
+    /// 400: the body breaks the schema.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    /// 413.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!("the body is over {limit} bytes"),
+        )
+    }
+
+    /// 401: no usable credentials.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    /// 401: the signature does not verify (or is not 64 bytes of base64url).
+    pub fn bad_signature() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "bad_signature",
+            "the signature does not verify under the signer's key",
+        )
+    }
+
+    /// 403: no such signer.
+    pub fn unknown_signer() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "unknown_signer",
+            "signerKeyId is not enrolled",
+        )
+    }
+
+    /// 403: the signer was revoked.
+    pub fn revoked_signer() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "revoked_signer",
+            "the signer was revoked",
+        )
+    }
+
+    /// 403: the signer may not push to this topic.
+    pub fn topic_not_allowed() -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "topic_not_allowed",
+            "the signer is not bound to this topic",
+        )
+    }
+
+    /// 403: authenticated, but not allowed this.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 405.
+    pub fn method_not_allowed() -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "method not allowed",
+        )
+    }
+
+    /// 409: the request id is taken by another request.
+    pub fn conflict() -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "request_id_conflict",
+            "requestId was used with another payload",
+        )
+    }
+
+    /// 422: outside the freshness window.
+    pub fn stale(what: &str) -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "stale_request",
+            format!("{what} is outside the freshness window (5 minutes before to 30 s after the relay's clock)"),
+        )
+    }
+
+    /// 503: the shared store cannot answer.
+    pub fn unavailable() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "the relay's shared store is unavailable; retry the same request",
+        )
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> String {
+        let mut e = serde_json::json!({"code": self.code, "message": self.message});
+        if let Some(id) = &self.push_id {
+            e["pushId"] = serde_json::Value::from(id.as_str());
+        }
+        serde_json::json!({ "error": e }).to_string()
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut resp = (self.status, self.body()).into_response();
+        let h = resp.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        match self.status {
+            StatusCode::SERVICE_UNAVAILABLE => {
+                h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            StatusCode::UNAUTHORIZED => {
+                h.insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Signature"),
+                );
+            }
+            StatusCode::METHOD_NOT_ALLOWED => {
+                h.insert(header::ALLOW, HeaderValue::from_static("GET, POST"));
+            }
+            _ => {}
+        }
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_envelope() {
+        let e = ApiError::conflict().with_push("p-1");
+        let v: serde_json::Value = serde_json::from_str(&e.body()).unwrap();
+        assert_eq!(v["error"]["code"], "request_id_conflict");
+        assert_eq!(v["error"]["pushId"], "p-1");
+        let v: serde_json::Value = serde_json::from_str(&ApiError::invalid("x").body()).unwrap();
+        assert!(v["error"].get("pushId").is_none());
+        assert_eq!(
+            ApiError::unavailable().into_response().headers()["retry-after"],
+            "1"
+        );
+    }
+}

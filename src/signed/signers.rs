@@ -1,0 +1,141 @@
+//! Every replica's cache of enrolled signers, so a signed push costs no store call for its
+//! signer: loaded on first use, dropped the moment the fan-out says the signer changed (an
+//! enrolment, an update, a revocation on any replica: effective everywhere within the
+//! fan-out's delay, milliseconds), and dropped whole when the fan-out resynchronises after
+//! a reconnect (a message may have been missed). Unknown key ids are cached briefly too, so
+//! a stream of made-up ids cannot turn into a stream of store calls; the cache is bounded.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use super::sig::PublicKey;
+use crate::store::signers::Signer;
+use crate::store::{Store, StoreError};
+
+/// How long an unknown key id is remembered as unknown.
+const NEGATIVE_TTL: Duration = Duration::from_secs(5);
+/// Entries kept at most; beyond it the unknown ones are dropped first, then everything.
+const MAX_ENTRIES: usize = 10_000;
+
+/// A signer ready to verify with.
+#[derive(Debug, Clone)]
+pub struct Known {
+    /// The record.
+    pub signer: Signer,
+    /// Its parsed public key.
+    pub key: PublicKey,
+}
+
+#[derive(Debug, Clone)]
+enum Entry {
+    Known(Arc<Known>),
+    Unknown(Instant),
+}
+
+/// The cache.
+#[derive(Debug)]
+pub struct Signers {
+    store: Arc<Store>,
+    map: RwLock<HashMap<String, Entry>>,
+}
+
+impl Signers {
+    /// An empty cache over `store`. Call [`Signers::follow`] to keep it current.
+    pub fn new(store: Arc<Store>) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            map: RwLock::default(),
+        })
+    }
+
+    /// The signer, from the cache or the store; `Ok(None)` when not enrolled.
+    pub async fn get(&self, key_id: &str) -> Result<Option<Arc<Known>>, StoreError> {
+        if let Some(e) = self
+            .map
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key_id)
+        {
+            match e {
+                Entry::Known(k) => return Ok(Some(k.clone())),
+                Entry::Unknown(at) if at.elapsed() < NEGATIVE_TTL => return Ok(None),
+                Entry::Unknown(_) => {}
+            }
+        }
+        let loaded = self.store.signer_get(key_id).await?;
+        let known = loaded.and_then(|signer| match PublicKey::from_base64(&signer.public_key) {
+            Ok(key) => Some(Arc::new(Known { signer, key })),
+            Err(_) => {
+                tracing::error!(
+                    key_id,
+                    "an enrolled signer's public key does not parse; treating it as unknown"
+                );
+                None
+            }
+        });
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        if map.len() >= MAX_ENTRIES {
+            map.retain(|_, e| matches!(e, Entry::Known(_)));
+            if map.len() >= MAX_ENTRIES {
+                map.clear();
+            }
+        }
+        map.insert(
+            key_id.to_owned(),
+            match &known {
+                Some(k) => Entry::Known(k.clone()),
+                None => Entry::Unknown(Instant::now()),
+            },
+        );
+        Ok(known)
+    }
+
+    /// Drops one signer (it changed).
+    pub fn invalidate(&self, key_id: &str) {
+        self.map
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key_id);
+    }
+
+    /// Drops every signer.
+    pub fn clear(&self) {
+        self.map.write().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// Follows the signers channel until `stop`: each message names a key id to drop; a
+    /// resync of the fan-out drops everything.
+    pub async fn follow(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let channel = self.store.signers_channel();
+        let mut sub = loop {
+            match self.store.fanout().subscribe(&channel).await {
+                Ok(s) => break s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot follow signer changes yet; retrying");
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                        _ = stop.changed() => return,
+                    }
+                }
+            }
+        };
+        // Whatever changed before the subscription took is reloaded.
+        self.clear();
+        let mut resyncs = self.store.fanout().resyncs();
+        let mut resyncing = true;
+        loop {
+            tokio::select! {
+                m = sub.recv() => match m {
+                    Some(key_id) => self.invalidate(&String::from_utf8_lossy(&key_id)),
+                    None => return,
+                },
+                r = resyncs.changed(), if resyncing => match r {
+                    Ok(()) => self.clear(),
+                    Err(_) => resyncing = false,
+                },
+                _ = stop.changed() => return,
+            }
+        }
+    }
+}

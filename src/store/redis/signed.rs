@@ -1,0 +1,364 @@
+//! Receipts and signers of signed pushes in Redis (semantics in
+//! [`crate::store::receipts`] and [`crate::store::signers`]). A receipt is two keys under
+//! its push's hash tag, `<prefix>{r:<push id>}` and `...:ev`, and its events are published
+//! on `<prefix>{r:<push id>}:events` from the same script, sharded on the same slot. Signers
+//! share one hash tag, `<prefix>{signers}`, and every change is published on the global
+//! channel `<prefix>signers`.
+
+use std::collections::HashMap;
+
+use fred::prelude::*;
+use fred::types::scripts::Script;
+
+use super::err;
+use crate::store::receipts::{Begun, Event, Receipt, State, Target, Update};
+use crate::store::signers::{Enrolled, Signer};
+use crate::store::StoreError;
+
+/// The scripts and key names.
+pub struct Signed {
+    pool: Pool,
+    prefix: String,
+    begin: Script,
+    update: Script,
+    get: Script,
+    enroll: Script,
+    revoke: Script,
+    list: Script,
+}
+
+impl std::fmt::Debug for Signed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Signed")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.to_string()),
+        Value::Bytes(b) => std::str::from_utf8(b).ok().map(str::to_owned),
+        Value::Integer(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+fn int(v: &Value) -> Option<i64> {
+    text(v)?.parse().ok()
+}
+
+fn pairs(v: &Value) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    match v {
+        Value::Array(items) => {
+            for kv in items.chunks(2) {
+                if let [k, v] = kv {
+                    if let (Some(k), Some(v)) = (text(k), text(v)) {
+                        out.insert(k, v);
+                    }
+                }
+            }
+        }
+        Value::Map(m) => {
+            for (k, v) in m.clone().inner() {
+                if let (Some(k), Some(v)) = (k.as_str().map(|s| s.to_string()), text(&v)) {
+                    out.insert(k, v);
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+fn receipt(push_id: &str, fields: &Value, events: &Value) -> Option<Receipt> {
+    let f = pairs(fields);
+    let order = f.get("o")?;
+    let targets = order
+        .split(',')
+        .filter(|t| !t.is_empty())
+        .map(|key| {
+            let raw = f.get(&format!("x:{key}"))?;
+            let (state, rest) = raw.split_once('|')?;
+            let (at, detail) = rest.split_once('|')?;
+            Some(Target {
+                key: key.to_owned(),
+                state: State::parse(state)?,
+                updated_ms: at.parse().ok()?,
+                detail: detail.to_owned(),
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let events = match events {
+        Value::Array(items) => items
+            .iter()
+            .map(|e| Event::decode(&text(e)?))
+            .collect::<Option<Vec<_>>>()?,
+        _ => Vec::new(),
+    };
+    Some(Receipt {
+        push_id: push_id.to_owned(),
+        hash: f.get("h")?.clone(),
+        signer: f.get("k")?.clone(),
+        topic: f.get("t")?.clone(),
+        created_ms: f.get("c")?.parse().ok()?,
+        updated_ms: f.get("u")?.parse().ok()?,
+        settled: f.get("s")? == "1",
+        targets,
+        events,
+    })
+}
+
+fn signer(key_id: &str, fields: &Value) -> Option<Signer> {
+    let f = pairs(fields);
+    Some(Signer {
+        key_id: key_id.to_owned(),
+        public_key: f.get("pk")?.clone(),
+        topics: f
+            .get("tp")?
+            .split('\n')
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        created_ms: f.get("c")?.parse().ok()?,
+        updated_ms: f.get("u")?.parse().ok()?,
+        revoked_ms: f.get("r").and_then(|r| r.parse().ok()),
+    })
+}
+
+fn bad(what: &str) -> StoreError {
+    StoreError::Redis(format!("unexpected reply from {what}"))
+}
+
+impl Signed {
+    /// The scripts over this pool, under this key prefix.
+    pub fn new(pool: Pool, prefix: &str) -> Self {
+        Self {
+            pool,
+            prefix: prefix.to_owned(),
+            begin: Script::from_lua(include_str!("receipt_begin.lua")),
+            update: Script::from_lua(include_str!("receipt_update.lua")),
+            get: Script::from_lua(include_str!("receipt_get.lua")),
+            enroll: Script::from_lua(include_str!("signer_enroll.lua")),
+            revoke: Script::from_lua(include_str!("signer_revoke.lua")),
+            list: Script::from_lua(include_str!("signer_list.lua")),
+        }
+    }
+
+    fn receipt_keys(&self, push_id: &str) -> Vec<String> {
+        let k = format!("{}{{r:{push_id}}}", self.prefix);
+        vec![k.clone(), format!("{k}:ev")]
+    }
+
+    /// The channel a push's events are published on.
+    pub fn events_channel(&self, push_id: &str) -> String {
+        format!("{}{{r:{push_id}}}:events", self.prefix)
+    }
+
+    /// The channel signer changes are published on.
+    pub fn signers_channel(&self) -> String {
+        format!("{}signers", self.prefix)
+    }
+
+    fn signer_key(&self, key_id: &str) -> String {
+        format!("{}{{signers}}:{key_id}", self.prefix)
+    }
+
+    fn signer_index(&self) -> String {
+        format!("{}{{signers}}:index", self.prefix)
+    }
+
+    /// See [`crate::store::receipts::begin`]. One EVALSHA.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn begin(
+        &self,
+        push_id: &str,
+        hash: &str,
+        signer: &str,
+        topic: &str,
+        targets: &[String],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Begun, StoreError> {
+        let args: Vec<Value> = vec![
+            hash.into(),
+            signer.into(),
+            topic.into(),
+            now_ms.to_string().into(),
+            ttl_ms.into(),
+            targets.join(",").into(),
+        ];
+        let reply: Vec<Value> = self
+            .begin
+            .evalsha_with_reload(self.pool.next(), self.receipt_keys(push_id), args)
+            .await
+            .map_err(err)?;
+        let [code, fields, events] = reply.as_slice() else {
+            return Err(bad("receipt_begin.lua"));
+        };
+        match int(code) {
+            Some(2) => Ok(Begun::Conflict),
+            Some(c @ (0 | 1)) => {
+                let r = receipt(push_id, fields, events).ok_or_else(|| bad("receipt_begin.lua"))?;
+                Ok(if c == 0 {
+                    Begun::New(r)
+                } else {
+                    Begun::Replay(r)
+                })
+            }
+            _ => Err(bad("receipt_begin.lua")),
+        }
+    }
+
+    /// See [`crate::store::receipts::update`]; publishes the new events. One EVALSHA.
+    pub async fn update(
+        &self,
+        push_id: &str,
+        updates: &[Update],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Option<Receipt>, StoreError> {
+        let mut args: Vec<Value> = vec![
+            now_ms.to_string().into(),
+            ttl_ms.into(),
+            self.events_channel(push_id).into(),
+        ];
+        for u in updates {
+            args.push(u.target.as_str().into());
+            args.push(u.state.as_str().into());
+            args.push(u.detail.as_str().into());
+        }
+        let reply: Vec<Value> = self
+            .update
+            .evalsha_with_reload(self.pool.next(), self.receipt_keys(push_id), args)
+            .await
+            .map_err(err)?;
+        let [code, fields, events] = reply.as_slice() else {
+            return Err(bad("receipt_update.lua"));
+        };
+        match int(code) {
+            Some(0) => Ok(None),
+            Some(1) => receipt(push_id, fields, events)
+                .map(Some)
+                .ok_or_else(|| bad("receipt_update.lua")),
+            _ => Err(bad("receipt_update.lua")),
+        }
+    }
+
+    /// The receipt, while kept. One EVALSHA.
+    pub async fn get(&self, push_id: &str) -> Result<Option<Receipt>, StoreError> {
+        let reply: Vec<Value> = self
+            .get
+            .evalsha_with_reload(
+                self.pool.next(),
+                self.receipt_keys(push_id),
+                Vec::<Value>::new(),
+            )
+            .await
+            .map_err(err)?;
+        let [fields, events] = reply.as_slice() else {
+            return Err(bad("receipt_get.lua"));
+        };
+        if pairs(fields).is_empty() {
+            return Ok(None);
+        }
+        receipt(push_id, fields, events)
+            .map(Some)
+            .ok_or_else(|| bad("receipt_get.lua"))
+    }
+
+    /// One signer. One HGETALL.
+    pub async fn signer(&self, key_id: &str) -> Result<Option<Signer>, StoreError> {
+        let fields: Value = self
+            .pool
+            .next()
+            .hgetall(self.signer_key(key_id))
+            .await
+            .map_err(err)?;
+        if pairs(&fields).is_empty() {
+            return Ok(None);
+        }
+        signer(key_id, &fields)
+            .map(Some)
+            .ok_or_else(|| bad("a signer's hash"))
+    }
+
+    /// Enrols or updates, and publishes the change.
+    pub async fn enroll(
+        &self,
+        key_id: &str,
+        public_key: &str,
+        topics: &[String],
+        now_ms: i64,
+    ) -> Result<(Signer, Enrolled), StoreError> {
+        let args: Vec<Value> = vec![
+            key_id.into(),
+            public_key.into(),
+            topics.join("\n").into(),
+            now_ms.to_string().into(),
+            self.signers_channel().into(),
+        ];
+        let reply: Vec<Value> = self
+            .enroll
+            .evalsha_with_reload(
+                self.pool.next(),
+                vec![self.signer_key(key_id), self.signer_index()],
+                args,
+            )
+            .await
+            .map_err(err)?;
+        let [existed, fields] = reply.as_slice() else {
+            return Err(bad("signer_enroll.lua"));
+        };
+        let s = signer(key_id, fields).ok_or_else(|| bad("signer_enroll.lua"))?;
+        let how = if int(existed) == Some(1) {
+            Enrolled::Updated
+        } else {
+            Enrolled::Created
+        };
+        Ok((s, how))
+    }
+
+    /// Revokes and publishes; `None` for an unknown key id.
+    pub async fn revoke(&self, key_id: &str, now_ms: i64) -> Result<Option<Signer>, StoreError> {
+        let args: Vec<Value> = vec![
+            key_id.into(),
+            now_ms.to_string().into(),
+            self.signers_channel().into(),
+        ];
+        let fields: Value = self
+            .revoke
+            .evalsha_with_reload(self.pool.next(), vec![self.signer_key(key_id)], args)
+            .await
+            .map_err(err)?;
+        if pairs(&fields).is_empty() {
+            return Ok(None);
+        }
+        signer(key_id, &fields)
+            .map(Some)
+            .ok_or_else(|| bad("signer_revoke.lua"))
+    }
+
+    /// Every signer, by key id.
+    pub async fn list(&self) -> Result<Vec<Signer>, StoreError> {
+        let reply: Vec<Value> = self
+            .list
+            .evalsha_with_reload(
+                self.pool.next(),
+                vec![self.signer_index()],
+                vec![Value::from(format!("{}{{signers}}:", self.prefix))],
+            )
+            .await
+            .map_err(err)?;
+        let mut out: Vec<Signer> = reply
+            .chunks(2)
+            .filter_map(|kv| match kv {
+                [id, fields] => signer(&text(id)?, fields),
+                _ => None,
+            })
+            .collect();
+        out.sort_by(|a, b| a.key_id.cmp(&b.key_id));
+        Ok(out)
+    }
+}
