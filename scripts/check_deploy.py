@@ -37,15 +37,10 @@ import gen_values_schema as gvs  # noqa: E402
 # ignored (the script says so, so it can be deleted).
 PENDING_VARS: dict[str, str | None] = {}
 
-# Standard OpenTelemetry SDK variables: the relay honours them (see OTEL_EXPORTER_OTLP_ENDPOINT's
-# help), so docs and values may name them although they are not in the vars! table.
-OTEL_STANDARD_VARS = {
-    "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_SAMPLER",
-    "OTEL_TRACES_SAMPLER_ARG", "OTEL_PROPAGATORS", "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER",
-}
-VAR_PATTERN = re.compile(r"\b(?:RELAY|APNS|REDIS|OTEL)_[A-Z0-9_]*[A-Z0-9]\b")
+# The vars! table is the whole truth, OTEL_* included: the relay honours (and validates) only
+# the OTEL_* variables it lists, so docs and values naming any other one would promise a knob
+# that does nothing.
+VAR_PATTERN = re.compile(r"\b(?:RELAY|APNS|REDIS|OTEL|FCM)_[A-Z0-9_]*[A-Z0-9]\b")
 # Kubernetes versions the manifests are validated against: the chart's minimum and the
 # newest schema kubernetes-validate ships.
 KUBE_VERSIONS = os.environ.get("SEALRELAY_KUBE_VERSIONS", "1.27.0,latest").split(",")
@@ -139,6 +134,21 @@ def config_vars() -> tuple[dict[str, str | None], list[str], list]:
     merged = dict(PENDING_VARS)
     merged.update(found)
     return merged, promoted, rows
+
+
+_KINDS: dict[str, str] = {}
+
+
+def var_kinds() -> dict[str, str]:
+    """name -> kind, from the vars! table."""
+    if not _KINDS:
+        _KINDS.update({v.name: v.kind for v in gvs.parse_vars(ROOT)})
+    return _KINDS
+
+
+def secret_vars() -> set[str]:
+    """Variables that carry secrets: kind secret, and REDIS_URL (URLs carry passwords)."""
+    return {n for n, k in var_kinds().items() if k == "secret"} | {"REDIS_URL"}
 
 
 def declared_metrics() -> dict[str, str]:
@@ -292,7 +302,7 @@ def check_k8s(c: Check, known: dict) -> None:
         for doc in load_yaml_docs(p):
             kube_validate(c, rel(p), doc)
             count += 1
-        unknown = sorted(set(VAR_PATTERN.findall(p.read_text())) - set(known) - OTEL_STANDARD_VARS)
+        unknown = sorted(set(VAR_PATTERN.findall(p.read_text())) - set(known))
         if unknown:
             c.error(f"{rel(p)} names unknown configuration variables: {', '.join(unknown)}")
     c.note(f"{count} resources in {len(files)} files, Kubernetes {', '.join(KUBE_VERSIONS)}")
@@ -420,7 +430,7 @@ def check_vars(c: Check, known: dict, promoted: list[str], rows: list) -> None:
     for p in [*chart_files(), RUNBOOK]:
         if not p.exists() or p.suffix not in (".yaml", ".yml", ".tpl", ".txt", ".json", ".md"):
             continue
-        unknown = sorted(set(VAR_PATTERN.findall(p.read_text())) - set(known) - OTEL_STANDARD_VARS)
+        unknown = sorted(set(VAR_PATTERN.findall(p.read_text())) - set(known))
         if unknown:
             c.error(f"{rel(p)} names unknown configuration variables: {', '.join(unknown)}")
 
@@ -436,7 +446,7 @@ def check_vars(c: Check, known: dict, promoted: list[str], rows: list) -> None:
     missing = sorted(n for n in known if n not in table and n not in not_yet)
     if missing:
         c.error("README.md's configuration table has no row for: " + ", ".join(missing))
-    unknown = sorted(set(VAR_PATTERN.findall(text)) - set(known) - OTEL_STANDARD_VARS)
+    unknown = sorted(set(VAR_PATTERN.findall(text)) - set(known))
     if unknown:
         c.error("README.md names unknown configuration variables: " + ", ".join(unknown))
 
@@ -596,7 +606,7 @@ def check_helm_render(c: Check, known: dict, state: dict) -> None:
         env, dups = container_env(docs)
         if dups:
             c.error(f"render ({label}): variables set more than once in the container: {', '.join(dups)}")
-        unknown = sorted(n for n in env if VAR_PATTERN.fullmatch(n) and n not in known and n not in OTEL_STANDARD_VARS)
+        unknown = sorted(n for n in env if VAR_PATTERN.fullmatch(n) and n not in known)
         if unknown:
             c.error(f"render ({label}): container gets unknown variables: {', '.join(unknown)}")
         seen_vars |= set(env)
@@ -647,17 +657,48 @@ def check_deployment(c: Check, label: str, docs: list[dict], env: dict[str, str]
     for a in ("checksum/config", "checksum/secret"):
         if a not in ann:
             c.error(f"render ({label}): pod annotation {a} missing")
-    if env.get("APNS_AUTH_KEY") and env.get("APNS_AUTH_KEY_FILE"):
-        c.error(f"render ({label}): both APNS_AUTH_KEY and APNS_AUTH_KEY_FILE are set")
-    if "APNS_AUTH_KEY_FILE" in env:
-        mounts = [m["mountPath"].rstrip("/") for m in ctr.get("volumeMounts") or []]
-        if os.path.dirname(env["APNS_AUTH_KEY_FILE"]) not in mounts:
-            c.error(f"render ({label}): APNS_AUTH_KEY_FILE={env['APNS_AUTH_KEY_FILE']} is not under a volume mount")
-    cm = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == deps[0]["metadata"]["name"]]
-    # Secrets come from Secrets (secretKeyRef or a mounted file), never the ConfigMap.
-    for secret_var in ("APNS_AUTH_KEY", "REDIS_URL", "RELAY_QUEUE_KEY"):
-        if cm and secret_var in (cm[0].get("data") or {}):
-            c.error(f"render ({label}): secret variable {secret_var} is in the ConfigMap")
+    check_secret_forms(c, label, deps[0], docs, env)
+
+
+def check_secret_forms(c: Check, label: str, dep: dict, docs: list[dict], env: dict[str, str]) -> None:
+    """Secrets reach the container from Secrets only (secretKeyRef, or a file on a Secret
+    volume), never the ConfigMap or a literal; X and X_FILE are never both set; every file
+    variable points under a mount of the right kind of volume."""
+    spec = dep["spec"]["template"]["spec"]
+    ctr = spec["containers"][0]
+    volumes = {v["name"]: v for v in spec.get("volumes") or []}
+    mounts = {m["mountPath"].rstrip("/"): volumes.get(m["name"], {}) for m in ctr.get("volumeMounts") or []}
+    cm = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == dep["metadata"]["name"]]
+    cm_data = (cm[0].get("data") or {}) if cm else {}
+    secrets = secret_vars()
+    kinds_ = var_kinds()
+    for name in sorted(secrets):
+        if name in cm_data:
+            c.error(f"render ({label}): secret variable {name} is in the ConfigMap")
+        if env.get(name) and env.get(name + "_FILE"):
+            c.error(f"render ({label}): both {name} and {name}_FILE are set")
+    for e in ctr.get("env") or []:
+        if e["name"] in secrets:
+            ref = (e.get("valueFrom") or {}).get("secretKeyRef")
+            if not ref:
+                c.error(f"render ({label}): secret variable {e['name']} is not from a secretKeyRef: {e}")
+    for name, value in sorted(env.items()):
+        if kinds_.get(name) != "path" or name == "RELAY_ADMIN_SOCKET" or not value or value == "<valueFrom>":
+            continue
+        vol = mounts.get(os.path.dirname(value))
+        if vol is None:
+            c.error(f"render ({label}): {name}={value} is not under a volume mount")
+            continue
+        carries_secret = name.endswith("_FILE") and (name[:-5] in secrets or name == "RELAY_ADMIN_TOKEN_FILE")
+        if carries_secret and "configMap" in vol:
+            c.error(f"render ({label}): {name}={value} (a secret) is mounted from a ConfigMap")
+        if name == "RELAY_ADMIN_TOKEN_FILE":
+            if (vol.get("emptyDir") or {}).get("medium") != "Memory":
+                c.error(f"render ({label}): {name}={value} is not on the in-memory copy of the token")
+        elif carries_secret and "secret" not in vol:
+            c.error(f"render ({label}): {name}={value} is not on a Secret volume")
+        if not carries_secret and name.endswith(("CA_FILE", "CERTIFICATE")) and "configMap" not in vol:
+            c.error(f"render ({label}): {name}={value} (a CA bundle) is not mounted from a ConfigMap")
 
 
 def check_servicemonitor(c: Check, label: str, sm: dict, docs: list[dict]) -> None:
@@ -830,12 +871,33 @@ def check_exposure(c: Check) -> None:
         c.error("an HTTPRoute without parentRefs renders")
 
 
-@check("helm: helm test hook runs `sealrelay smoke` against the public Service like the Deployment")
+def v1_intake(docs: list[dict]) -> str:
+    env, _ = container_env(docs)
+    return env.get("RELAY_V1_INTAKE") or "public"
+
+
+@check("helm: helm test hook runs `sealrelay smoke` against the public Service like the Deployment; "
+       "with RELAY_V1_INTAKE local/off no smoke Pod, and NOTES says why")
 def check_helm_test(c: Check) -> None:
-    for label, values in [("defaults", {}), *ci_value_sets()]:
-        docs, _ = render_docs(values)
+    local_seen = set()
+    cases = [("defaults", {}), *ci_value_sets(),
+             ("v1.intake=off", {"v1": {"intake": "off"}}),
+             ("env RELAY_V1_INTAKE=local", {"env": {"RELAY_V1_INTAKE": "local"}}),
+             ("extraEnv RELAY_V1_INTAKE=off", {"extraEnv": [{"name": "RELAY_V1_INTAKE", "value": "off"}]})]
+    for label, values in cases:
+        docs, notes = render_docs(values)
         pods = [d for d in kinds(docs, "Pod") if (d["metadata"].get("annotations") or {}).get("helm.sh/hook") == "test"]
         dep = one(c, docs, "Deployment", label)
+        intake = v1_intake(docs)
+        if intake in ("local", "off"):
+            local_seen.add(intake)
+            if pods:
+                c.error(f"{label}: RELAY_V1_INTAKE={intake} but the smoke Pod is rendered (it posts to /, which answers 403)")
+            if not re.search(rf"no `helm test` smoke Pod is rendered: RELAY_V1_INTAKE={intake}", notes):
+                c.error(f"{label}: RELAY_V1_INTAKE={intake}: NOTES.txt does not say why there is no smoke test")
+            if "sealrelay smoke" in notes:
+                c.error(f"{label}: RELAY_V1_INTAKE={intake}: NOTES.txt still suggests `sealrelay smoke`, which posts to /")
+            continue
         if len(pods) != 1 or not dep:
             c.error(f"{label}: expected one helm test Pod, got {len(pods)}")
             continue
@@ -860,6 +922,8 @@ def check_helm_test(c: Check) -> None:
         if all((pod["metadata"].get("labels") or {}).get(k) == v for k, v in sel.items()):
             c.error(f"{label}: the Service selector {sel} matches the test Pod: traffic would reach it")
         kube_validate(c, f"tests/smoke.yaml ({label})", strip(pod))
+    if local_seen != {"local", "off"}:
+        c.error(f"no ci/*.yaml value set or case renders RELAY_V1_INTAKE local and off (saw {sorted(local_seen)})")
     docs, _ = render_docs({"tests": {"smoke": {"enabled": False}}})
     if kinds(docs, "Pod"):
         c.error("tests.smoke.enabled=false still renders the test Pod")
@@ -887,6 +951,315 @@ def check_helm_refusals(c: Check) -> None:
     for what, values in bad.items():
         if refused(values) is None:
             c.error(f"rendered although it should refuse: {what} ({values})")
+
+
+def container_of(dep: dict, name: str = "sealrelay") -> dict:
+    return next(x for x in dep["spec"]["template"]["spec"]["containers"] if x["name"] == name)
+
+
+def expand_env(entries: list[dict], pod: dict[str, str]) -> dict[str, str]:
+    """Kubernetes' $(VAR) expansion of container env entries, in order: a reference expands only
+    to a variable defined earlier in the list; fieldRefs resolve from `pod`."""
+    out: dict[str, str] = {}
+    for e in entries:
+        if "value" in e:
+            out[e["name"]] = re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                                    lambda m: out.get(m.group(1), m.group(0)), str(e["value"]))
+        elif "fieldRef" in (e.get("valueFrom") or {}):
+            out[e["name"]] = pod.get(e["valueFrom"]["fieldRef"]["fieldPath"], "<unknown field>")
+        else:
+            out[e["name"]] = "<valueFrom>"
+    return out
+
+
+@check("helm: tracing: OTEL_RESOURCE_ATTRIBUTES carries k8s.namespace.name/k8s.pod.name from the downward "
+       "API plus the user's; sampler and exporter values; OTLP headers from Secrets, the CA from a ConfigMap")
+def check_tracing(c: Check) -> None:
+    pod = {"metadata.name": "relay-7d9f-abcde", "metadata.namespace": "relay", "spec.nodeName": "node-1"}
+    base = "k8s.namespace.name=relay,k8s.pod.name=relay-7d9f-abcde,k8s.node.name=node-1,k8s.deployment.name=sealrelay"
+    cases = [
+        ("defaults", {}, base),
+        ("tracing.resourceAttributes", {"tracing": {"resourceAttributes": "deployment.environment=prod,team=push"}},
+         base + ",deployment.environment=prod,team=push"),
+        ("env.OTEL_RESOURCE_ATTRIBUTES", {"tracing": {"resourceAttributes": "a=1"},
+                                          "env": {"OTEL_RESOURCE_ATTRIBUTES": "cloud.region=eu-west-1"}},
+         base + ",cloud.region=eu-west-1"),
+    ]
+    for label, values, want in cases:
+        docs, _ = render_docs(values, namespace="relay")
+        dep = one(c, docs, "Deployment", label)
+        if not dep:
+            continue
+        entries = container_of(dep).get("env") or []
+        names = [e["name"] for e in entries]
+        for var, field in (("POD_NAMESPACE", "metadata.namespace"), ("POD_NAME", "metadata.name")):
+            e = next((e for e in entries if e["name"] == var), None)
+            if not e or ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath") != field:
+                c.error(f"{label}: no {var} from the downward API ({field}): {e}")
+        if "OTEL_RESOURCE_ATTRIBUTES" not in names:
+            c.error(f"{label}: the container env has no OTEL_RESOURCE_ATTRIBUTES")
+            continue
+        raw = next(e for e in entries if e["name"] == "OTEL_RESOURCE_ATTRIBUTES")["value"]
+        if not raw.startswith("k8s.namespace.name=$(POD_NAMESPACE),k8s.pod.name=$(POD_NAME)"):
+            c.error(f"{label}: OTEL_RESOURCE_ATTRIBUTES={raw!r} does not start with the downward-API attributes")
+        got = expand_env(entries, pod)["OTEL_RESOURCE_ATTRIBUTES"]
+        if got != want:
+            c.error(f"{label}: OTEL_RESOURCE_ATTRIBUTES expands to {got!r}, expected {want!r} "
+                    f"(a $(VAR) must name a variable defined earlier in env)")
+        cmaps = [d for d in kinds(docs, "ConfigMap") if d["metadata"]["name"] == dep["metadata"]["name"]]
+        if cmaps and "OTEL_RESOURCE_ATTRIBUTES" in (cmaps[0].get("data") or {}):
+            c.error(f"{label}: OTEL_RESOURCE_ATTRIBUTES is in the ConfigMap, where $(VAR) is not expanded")
+        _, dups = container_env(docs)
+        if dups:
+            c.error(f"{label}: set twice: {dups}")
+    # extraEnv replaces the whole variable.
+    docs, _ = render_docs({"extraEnv": [{"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "x=1"}]})
+    env, dups = container_env(docs)
+    if dups or env.get("OTEL_RESOURCE_ATTRIBUTES") != "x=1":
+        c.error(f"extraEnv OTEL_RESOURCE_ATTRIBUTES: container sees {env.get('OTEL_RESOURCE_ATTRIBUTES')!r}, duplicates {dups}")
+    # Sampler, exporter and batch values reach the ConfigMap; the headers come from Secrets.
+    values = {"tracing": {"tracesEndpoint": "https://collector.example:4318/v1/traces",
+                          "sampler": {"name": "parentbased_traceidratio", "ratio": 0.1},
+                          "timeoutMs": 3000, "batch": {"maxQueueSize": 4096},
+                          "headers": {"existingSecret": "otlp", "existingSecretKey": "h"},
+                          "tracesHeaders": {"value": "x-api-key=abc"},
+                          "caBundle": {"configMap": "collector-ca", "key": "root.pem"}}}
+    docs, _ = render_docs(values)
+    env, _ = container_env(docs)
+    want = {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://collector.example:4318/v1/traces",
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "3000", "OTEL_BSP_MAX_QUEUE_SIZE": "4096",
+            "OTEL_EXPORTER_OTLP_CERTIFICATE": "/etc/sealrelay/otlp-ca/root.pem",
+            "OTEL_EXPORTER_OTLP_HEADERS": "<valueFrom>", "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "<valueFrom>"}
+    for k, v in want.items():
+        if env.get(k) != v:
+            c.error(f"tracing values: the container sees {k}={env.get(k)!r}, expected {v!r}")
+    dep = one(c, docs, "Deployment", "tracing values")
+    refs = {e["name"]: (e.get("valueFrom") or {}).get("secretKeyRef") for e in (container_of(dep).get("env") or [])} if dep else {}
+    if refs.get("OTEL_EXPORTER_OTLP_HEADERS") != {"name": "otlp", "key": "h"}:
+        c.error(f"OTEL_EXPORTER_OTLP_HEADERS is not from tracing.headers.existingSecret: {refs.get('OTEL_EXPORTER_OTLP_HEADERS')}")
+    sec = one(c, docs, "Secret", "tracing values")
+    if sec and "OTEL_EXPORTER_OTLP_TRACES_HEADERS" not in (sec.get("data") or {}):
+        c.error("tracing.tracesHeaders.value is not stored in the chart's Secret")
+    for what, bad in {"a ratio with a non-ratio sampler": {"tracing": {"sampler": {"name": "always_on", "ratio": 0.5}}},
+                      "a ratio with the default sampler": {"tracing": {"sampler": {"ratio": 0.5}}},
+                      "headers value and existingSecret": {"tracing": {"headers": {"value": "a=b", "existingSecret": "x"}}}}.items():
+        if refused(bad) is None:
+            c.error(f"rendered although it should refuse: {what}")
+    # Export egress follows the traces endpoint too (set alone, it enables export).
+    docs, _ = render_docs({"networkPolicy": {"enabled": True},
+                           "tracing": {"tracesEndpoint": "https://collector.example/v1/traces"}})
+    np = one(c, docs, "NetworkPolicy", "traces endpoint egress")
+    if np and not any({p["port"] for p in r.get("ports") or []} >= {4318, 443} for r in np["spec"].get("egress") or []):
+        c.error("with only tracing.tracesEndpoint (https, no port) the NetworkPolicy does not open 443 and otlpPorts to the collector")
+
+
+def admin_socket_checks(c: Check, label: str, dep: dict, env: dict[str, str], known: dict) -> None:
+    spec = dep["spec"]["template"]["spec"]
+    ctr = container_of(dep)
+    volumes = {v["name"]: v for v in spec.get("volumes") or []}
+    mounts = {m["mountPath"].rstrip("/"): m for m in ctr.get("volumeMounts") or []}
+    path = env.get("RELAY_ADMIN_SOCKET", known.get("RELAY_ADMIN_SOCKET") or "")
+    if not path:
+        return
+    m = mounts.get(os.path.dirname(path))
+    vol = volumes.get(m["name"]) if m else None
+    if not vol or "emptyDir" not in vol or m.get("readOnly"):
+        c.error(f"{label}: the admin socket {path} is not in a writable emptyDir mounted at {os.path.dirname(path)} "
+                f"(the root filesystem is read-only): mount {m}, volume {vol}")
+
+
+@check("helm: admin API: socket in an emptyDir at its directory (disable switch passes \"\"), loopback TCP with a "
+       "0400 token copy owned by the pod's user, never on a Service; NOTES and runbook show kubectl exec ... sealrelay admin")
+def check_admin_api(c: Check, known: dict) -> None:
+    default_path = known.get("RELAY_ADMIN_SOCKET") or ""
+    cases = [
+        ("defaults", {}, default_path),
+        ("adminApi.socket.path", {"adminApi": {"socket": {"path": "/var/run/relay-admin/api.sock"}}}, "/var/run/relay-admin/api.sock"),
+        ("env RELAY_ADMIN_SOCKET", {"env": {"RELAY_ADMIN_SOCKET": "/run/other/admin.sock"}}, "/run/other/admin.sock"),
+        ("adminApi.socket.enabled=false", {"adminApi": {"socket": {"enabled": False, "path": "/run/x/admin.sock"}}}, ""),
+        ("env RELAY_ADMIN_SOCKET=\"\"", {"env": {"RELAY_ADMIN_SOCKET": ""}}, ""),
+    ]
+    for label, values, want in cases:
+        docs, notes = render_docs(values)
+        dep = one(c, docs, "Deployment", label)
+        if not dep:
+            continue
+        env, _ = container_env(docs)
+        got = env.get("RELAY_ADMIN_SOCKET", default_path)
+        if got != want:
+            c.error(f"{label}: the relay sees RELAY_ADMIN_SOCKET={got!r}, expected {want!r}")
+        if want == "" and env.get("RELAY_ADMIN_SOCKET") != "":
+            c.error(f"{label}: the socket is off but RELAY_ADMIN_SOCKET is not passed as \"\" (unset means the default path)")
+        admin_socket_checks(c, label, dep, env, known)
+        vols = [v["name"] for v in dep["spec"]["template"]["spec"].get("volumes") or []]
+        if want == "" and "admin-socket" in vols:
+            c.error(f"{label}: the socket is off but its emptyDir is still mounted")
+        if want and f"exec deploy/{dep['metadata']['name']} -- sealrelay admin signers list" not in notes:
+            c.error(f"{label}: NOTES.txt does not show `kubectl exec deploy/{dep['metadata']['name']} -- sealrelay admin signers list`")
+        for verb in ("signers add", "signers revoke", "receipt"):
+            if want and f"sealrelay admin {verb}" not in notes:
+                c.error(f"{label}: NOTES.txt does not show `sealrelay admin {verb}`")
+        for svc in kinds(docs, "Service"):
+            for port in svc["spec"]["ports"]:
+                if port.get("targetPort") not in ("http", "admin"):
+                    c.error(f"{label}: Service {svc['metadata']['name']} targets {port.get('targetPort')}: only http and admin may be exposed")
+    # Loopback TCP with its token.
+    values = {"adminApi": {"tcp": {"listen": "127.0.0.1:9091", "token": {"existingSecret": "admin-tok", "existingSecretKey": "t"}}}}
+    docs, notes = render_docs(values)
+    dep = one(c, docs, "Deployment", "adminApi.tcp")
+    if dep:
+        spec = dep["spec"]["template"]["spec"]
+        env, _ = container_env(docs)
+        volumes = {v["name"]: v for v in spec.get("volumes") or []}
+        ctr = container_of(dep)
+        mounts = {m["mountPath"].rstrip("/"): m for m in ctr.get("volumeMounts") or []}
+        tf = env.get("RELAY_ADMIN_TOKEN_FILE", "")
+        if env.get("RELAY_ADMIN_API_LISTEN") != "127.0.0.1:9091" or not tf:
+            c.error(f"adminApi.tcp: RELAY_ADMIN_API_LISTEN={env.get('RELAY_ADMIN_API_LISTEN')!r}, RELAY_ADMIN_TOKEN_FILE={tf!r}")
+        m = mounts.get(os.path.dirname(tf))
+        copy_vol = volumes.get(m["name"]) if m else None
+        if not m or not m.get("readOnly") or (copy_vol or {}).get("emptyDir", {}).get("medium") != "Memory":
+            c.error(f"adminApi.tcp: the token file {tf} is not on a read-only, in-memory emptyDir: {m} {copy_vol}")
+        inits = spec.get("initContainers") or []
+        init = next((i for i in inits if any(vm["name"] == (m or {}).get("name") for vm in i.get("volumeMounts") or [])), None)
+        if not init:
+            c.error("adminApi.tcp: no init container writes the token copy")
+        else:
+            src = [volumes[vm["name"]] for vm in init.get("volumeMounts") or [] if "secret" in volumes.get(vm["name"], {})]
+            cmd = " ".join(init.get("command") or [])
+            if not src or src[0]["secret"].get("secretName") != "admin-tok" or src[0]["secret"]["items"][0]["key"] != "t":
+                c.error(f"adminApi.tcp: the copy does not read adminApi.tcp.token's Secret: {src}")
+            elif src[0]["secret"].get("defaultMode") not in (0o400, 0o440):
+                c.error(f"adminApi.tcp: the token Secret's defaultMode {src[0]['secret'].get('defaultMode')!r} lets others read it")
+            dest = {vm["mountPath"].rstrip("/") for vm in init.get("volumeMounts") or [] if vm["name"] == m["name"]}
+            mm = re.fullmatch(r"install -m 0?400 (\S+) (\S+)", cmd)
+            if not mm or os.path.dirname(mm.group(2)) not in dest or os.path.basename(mm.group(2)) != os.path.basename(tf):
+                c.error(f"adminApi.tcp: the copy `{cmd}` does not write {os.path.basename(tf)} with mode 0400 into the volume the relay reads")
+            if init.get("securityContext") != ctr.get("securityContext"):
+                c.error("adminApi.tcp: the copy runs with another security context than the relay, so the file "
+                        "would not be owned by the relay's user")
+            if any(vm["name"] in [s for s, v in volumes.items() if "secret" in v and v["secret"].get("secretName") == "admin-tok"]
+                   for vm in ctr.get("volumeMounts") or []):
+                c.error("adminApi.tcp: the relay mounts the token Secret itself (root-owned files: the relay refuses them)")
+        ports = {p["containerPort"] for p in ctr.get("ports") or []}
+        if 9091 in ports:
+            c.error("adminApi.tcp: the loopback admin port is declared as a container port")
+        for svc in kinds(docs, "Service"):
+            if any(p.get("targetPort") in (9091, "9091") or p.get("port") == 9091 for p in svc["spec"]["ports"]):
+                c.error(f"adminApi.tcp: Service {svc['metadata']['name']} exposes the admin API")
+        if "port-forward" not in notes or "--token-file" not in notes:
+            c.error("adminApi.tcp: NOTES.txt does not say how to reach the loopback admin API (port-forward, --token-file)")
+    for what, bad in {
+        "a non-loopback admin listener": {"adminApi": {"tcp": {"listen": "0.0.0.0:9091", "token": {"value": "t" * 32}}}},
+        "a pod-IP admin listener": {"adminApi": {"tcp": {"listen": "10.1.2.3:9091", "token": {"value": "t" * 32}}}},
+        "an admin listener without a token": {"adminApi": {"tcp": {"listen": "127.0.0.1:9091"}}},
+        "admin token value and existingSecret": {"adminApi": {"tcp": {"listen": "127.0.0.1:9091", "token": {"value": "t", "existingSecret": "x"}}}},
+        "a relative socket path": {"adminApi": {"socket": {"path": "admin.sock"}}},
+        "a socket directly under /": {"adminApi": {"socket": {"path": "/admin.sock"}}},
+        "the token copy without fsGroup": {"adminApi": {"tcp": {"listen": "127.0.0.1:9091", "token": {"existingSecret": "x"}}},
+                                           "podSecurityContext": {"fsGroup": None}},
+    }.items():
+        if refused(bad) is None:
+            c.error(f"rendered although it should refuse: {what}")
+    # The plain manifests: same socket directory, writable, with a read-only root.
+    deps = [d for _, d in k8s_docs() if d.get("kind") == "Deployment" and d["metadata"]["name"] == "sealrelay"]
+    for dep in deps:
+        cms = {d["metadata"]["name"]: d.get("data") or {} for _, d in k8s_docs() if d.get("kind") == "ConfigMap"}
+        env = {}
+        for src in container_of(dep).get("envFrom") or []:
+            env.update(cms.get((src.get("configMapRef") or {}).get("name"), {}))
+        admin_socket_checks(c, "k8s/deployment.yaml", dep, env, known)
+    runbook = RUNBOOK.read_text()
+    for verb in ("signers list", "signers add", "signers revoke", "receipt"):
+        if not re.search(r"kubectl .*exec deploy/\S+ -- sealrelay admin " + verb, runbook):
+            c.error(f"docs/runbook.md does not show `kubectl exec deploy/<release> -- sealrelay admin {verb}`")
+
+
+@check("helm: front-end secrets (FCM key, TURN secret, Cloudflare token) as mounted files or secretKeyRef, never both; refusals")
+def check_frontend_secrets(c: Check) -> None:
+    pairs = [("FCM_SERVICE_ACCOUNT", ("fcm", "serviceAccount")),
+             ("RELAY_ICE_TURN_SECRET", ("ice", "turnSecret")),
+             ("RELAY_ICE_CLOUDFLARE_API_TOKEN", ("ice", "cloudflare", "apiToken"))]
+    extra = {"ice": {"turnUrls": "turn:turn.example.com:3478", "cloudflare": {"keyId": "k1"}}}
+
+    def with_secret(secret: dict) -> dict:
+        values = json.loads(json.dumps(extra))
+        for _, path in pairs:
+            node = values
+            for seg in path[:-1]:
+                node = node.setdefault(seg, {})
+            node[path[-1]] = dict(secret)
+        return values
+
+    for label, secret, as_file in [("existing Secrets as files", {"existingSecret": "s", "existingSecretKey": "k"}, True),
+                                   ("inline values as files", {"value": "v"}, True),
+                                   ("existing Secrets as env", {"existingSecret": "s", "existingSecretKey": "k", "mountAsFile": False}, False)]:
+        docs, _ = render_docs(with_secret(secret))
+        env, dups = container_env(docs)
+        if dups:
+            c.error(f"{label}: set twice: {dups}")
+        for name, _ in pairs:
+            if as_file and (name in env or name + "_FILE" not in env):
+                c.error(f"{label}: expected {name}_FILE only, the container sees {name}={env.get(name)!r} {name}_FILE={env.get(name + '_FILE')!r}")
+            if not as_file and (env.get(name) != "<valueFrom>" or name + "_FILE" in env):
+                c.error(f"{label}: expected {name} from a secretKeyRef only, got {env.get(name)!r} / {env.get(name + '_FILE')!r}")
+        dep = one(c, docs, "Deployment", label)
+        if dep:
+            check_secret_forms(c, label, dep, docs, env)
+    for what, bad in {
+        "FCM key value and existingSecret": {"fcm": {"serviceAccount": {"value": "{}", "existingSecret": "x"}}},
+        "TURN URLs without the shared secret": {"ice": {"turnUrls": "turn:t.example.com:3478"}},
+        "a Cloudflare key id without its token": {"ice": {"cloudflare": {"keyId": "k"}}},
+        "a Cloudflare token without its key id": {"ice": {"cloudflare": {"apiToken": {"existingSecret": "x"}}}},
+        "an app with ice and no ICE provider": {"mailbox": {"apps": "chat:signal,ice"}},
+        "an app with ice (first option) and no ICE provider": {"mailbox": {"apps": "notes;chat:ice"}},
+    }.items():
+        if refused(bad) is None:
+            c.error(f"rendered although it should refuse: {what}")
+    for what, ok in {"an app named ice": {"mailbox": {"apps": "ice;notes"}},
+                     "a topic containing ice": {"mailbox": {"apps": "chat:push=com.example.ice"}},
+                     "ice with STUN only": {"mailbox": {"apps": "chat:ice"}, "ice": {"stunUrls": "stun:s.example.com:3478"}}}.items():
+        if err := refused(ok):
+            c.error(f"refused although valid: {what}: {err.splitlines()[0]}")
+
+
+@check("helm: NetworkPolicy egress for FCM (443 + FCM_URL's port) and Cloudflare only when configured; none for TURN/STUN")
+def check_frontend_egress(c: Check) -> None:
+    def rules(values) -> list[dict]:
+        values = dict(values, networkPolicy=dict(values.get("networkPolicy") or {}, enabled=True))
+        docs, _ = render_docs(values)
+        np = one(c, docs, "NetworkPolicy", str(values))
+        return (np or {}).get("spec", {}).get("egress") or []
+
+    def open_to_any(rs, port) -> bool:
+        return any(port in {p["port"] for p in r.get("ports") or []} and not r.get("to") for r in rs)
+
+    base = rules({})
+    if open_to_any(base, 443):
+        c.error("without FCM or Cloudflare the NetworkPolicy opens 443 to any address")
+    turn = rules({"ice": {"stunUrls": "stun:s.example.com:3478", "turnUrls": "turn:t.example.com:3478",
+                          "turnSecret": {"existingSecret": "t"}}, "mailbox": {"apps": "chat:ice"}})
+    if turn != base:
+        c.error("STUN/TURN settings change the relay's egress (devices reach STUN/TURN, not the relay)")
+    fcm = {"fcm": {"serviceAccount": {"existingSecret": "fcm"}}}
+    if not open_to_any(rules(fcm), 443):
+        c.error("with FCM configured the NetworkPolicy does not open 443 (fcm.googleapis.com, oauth2.googleapis.com)")
+    rs = rules(dict(fcm, fcm={**fcm["fcm"], "url": "https://fcm-proxy.internal:8443"}))
+    if not open_to_any(rs, 8443) or not open_to_any(rs, 443):
+        c.error("with FCM_URL on port 8443 the NetworkPolicy does not open 8443 and 443 (token endpoint)")
+    rs = rules(dict(fcm, networkPolicy={"egress": {"fcmCidrs": ["10.20.0.0/16"]}}))
+    if not any(r.get("to") == [{"ipBlock": {"cidr": "10.20.0.0/16"}}] and {p["port"] for p in r["ports"]} == {443} for r in rs):
+        c.error("networkPolicy.egress.fcmCidrs does not restrict the FCM rule")
+    if not open_to_any(rules({"env": {"FCM_SERVICE_ACCOUNT_FILE": "/x/key.json"}}), 443):
+        c.error("with FCM_SERVICE_ACCOUNT_FILE set through env the NetworkPolicy does not open FCM")
+    cf = {"ice": {"cloudflare": {"keyId": "k", "apiToken": {"existingSecret": "cf"}}}}
+    if not open_to_any(rules(cf), 443):
+        c.error("with Cloudflare configured the NetworkPolicy does not open 443 to its API")
+    rs = rules({"ice": {"cloudflare": {"keyId": "k", "apiToken": {"existingSecret": "cf"}, "url": "http://cf-proxy:8080"}},
+                "networkPolicy": {"egress": {"cloudflareCidrs": ["10.30.0.0/16"]}}})
+    if not any(r.get("to") == [{"ipBlock": {"cidr": "10.30.0.0/16"}}] and {p["port"] for p in r["ports"]} == {8080} for r in rs):
+        c.error("RELAY_ICE_CLOUDFLARE_URL's port / cloudflareCidrs do not shape the Cloudflare rule")
 
 
 # ----------------------------------------------------------------------------------------
@@ -959,7 +1332,8 @@ def check_dashboard(c: Check, promtool: str, state: dict) -> None:
         os.unlink(f.name)
 
 
-@check("dashboard: namespace/pod variables, queue max()/sum(), age, saturation, SLO burn, dead-token memory apart")
+@check("dashboard: namespace/pod variables, queue max()/sum(), age, saturation, SLO burn, dead-token memory apart; "
+       "signed, admin, mailbox, fan-out, signal and ICE panels")
 def check_dashboard_content(c: Check) -> None:
     dash = json.loads((GRAFANA / "sealrelay-dashboard.json").read_text())
     variables = {v["name"]: v for v in (dash.get("templating") or {}).get("list") or []}
@@ -1013,6 +1387,33 @@ def check_dashboard_content(c: Check) -> None:
     for p, e in targets:
         if re.search(r'outcome=~"[^"]*token_(rejected|remembered)[^"]*token_', e):
             c.error(f"panel {p.get('title')!r} adds token_rejected and token_remembered together")
+    # The front-ends (signed pushes, admin API, mailboxes, fan-out, signal, ICE).
+    frontend = [
+        (r"sum by \((?:route, )?code\) \(rate\(sealrelay_signed_requests_total", "signed requests by code"),
+        (r'sealrelay_signed_requests_total\{[^}]*code=~"[^"]*bad_signature|sealrelay_signature_verifications_total\{[^}]*result="invalid"',
+         "signature failures"),
+        (r"rate\(sealrelay_signed_replays_total", "replays"),
+        (r"sealrelay_event_streams_open", "open event streams"),
+        (r"sum by \([^)]*transport[^)]*\) \(rate\(sealrelay_admin_requests_total", "admin requests by transport"),
+        (r"sum by \([^)]*route[^)]*\) \(rate\(sealrelay_mailbox_requests_total", "mailbox requests by route"),
+        (r"sum by \([^)]*status[^)]*\) \(rate\(sealrelay_mailbox_requests_total", "mailbox requests by status"),
+        (r"sum by \(bucket\) \(rate\(sealrelay_mailbox_rate_limited_total", "mailbox rate limiting by bucket"),
+        (r"sum by \(service, outcome\) \(rate\(sealrelay_mailbox_pushes_total", "mailbox pushes by service and outcome"),
+        (r"sum by \(kind\) \(sealrelay_mailbox_sockets_open", "open sockets by kind"),
+        (r"histogram_quantile\(0\.99, sum by \(le\) \(rate\(sealrelay_fanout_delay_seconds_bucket", "fan-out delay p99"),
+        (r"sealrelay_fanout_lagged_total", "lagged fan-out messages"),
+        (r"sum by \(result\) \(rate\(sealrelay_signal_frames_total", "signal frames by result"),
+        (r"rate\(sealrelay_signal_bytes_total", "signal bytes"),
+        (r"sum by \(code\) \(increase\(sealrelay_signal_closes_total", "signal closes by code"),
+        (r"histogram_quantile\(0\.99, [^\n]*sealrelay_signal_frame_delay_seconds_bucket", "signal frame delay p99"),
+        (r"sum by \(provider, outcome\) \(rate\(sealrelay_ice_requests_total", "ICE requests by provider and outcome"),
+    ]
+    for pattern, what in frontend:
+        has(pattern, what)
+    # The mailbox 5xx panel shows what the alert computes: 507 and the ice route left out.
+    mb = [e for _, e in targets if "sealrelay_mailbox_requests_total" in e and '"5.."' in e]
+    if not any('status!="507"' in e and 'route!="ice"' in e for e in mb):
+        c.error("no mailbox 5xx panel leaves out 507 mailbox_full and the ice route, as SealrelayMailboxErrorRatioHigh does")
     c.note(f"{len(panels)} panels, {len(targets)} expressions" if exprs else "no expressions")
 
 
@@ -1120,6 +1521,56 @@ def check_runbook(c: Check) -> None:
             c.error(f"docs/runbook.md has no section #{needed}")
 
 
+@check("alerts: front-end alerts: mailbox 5xx (traffic guard, 507/ice out), push misconfigured, fan-out lag, "
+       "ICE errors, signed 503s, signature failures (warning)")
+def check_frontend_alerts(c: Check) -> None:
+    rules = {r["alert"]: r for r in alert_rules()}
+
+    def expr(name: str) -> str:
+        r = rules.get(name)
+        if not r:
+            c.error(f"no alert {name}")
+            return ""
+        return re.sub(r"\s+", " ", r["expr"])
+
+    def sev(name: str, want: str) -> None:
+        got = ((rules.get(name) or {}).get("labels") or {}).get("severity")
+        if name in rules and got != want:
+            c.error(f"{name}: severity {got}, expected {want}")
+
+    e = expr("SealrelayMailboxErrorRatioHigh")
+    if e:
+        if 'status!="507"' not in e or 'status!~"4..|507"' not in e:
+            c.error("SealrelayMailboxErrorRatioHigh counts 507 mailbox_full (the reader's own doing) or 4xx as eligible")
+        if 'route!="ice"' not in e:
+            c.error("SealrelayMailboxErrorRatioHigh counts the ice route, which has its own alert")
+        if not re.search(r"increase\(sealrelay_mailbox_requests_total\{[^}]*\}\[5m\]\)\) >= \d+", e):
+            c.error("SealrelayMailboxErrorRatioHigh has no minimum-traffic guard")
+    e = expr("SealrelayMailboxPushMisconfigured")
+    if e and not re.search(r'increase\(sealrelay_mailbox_pushes_total\{[^}]*outcome="misconfigured"', e):
+        c.error("SealrelayMailboxPushMisconfigured does not alert on an increase of outcome=\"misconfigured\"")
+    if e and "by (namespace, service)" not in e:
+        c.error("SealrelayMailboxPushMisconfigured does not name the service (fcm / apns)")
+    e = expr("SealrelayFanoutLagging")
+    if e and not ("increase(sealrelay_fanout_lagged_total" in e and
+                  re.search(r"histogram_quantile\(0\.99, .*?rate\(sealrelay_fanout_delay_seconds_bucket[^>]*> 1\b", e)):
+        c.error("SealrelayFanoutLagging must fire on lagged messages increasing or a fan-out p99 over 1 s")
+    e = expr("SealrelayICEProviderFailing")
+    if e and not ('outcome="error"' in e and "by (namespace, provider)" in e and re.search(r"\) >= \d+", e)):
+        c.error("SealrelayICEProviderFailing must be the outcome=\"error\" ratio per provider, with a traffic guard")
+    e = expr("SealrelaySignedUnavailable")
+    if e and not ('code="unavailable"' in e and re.search(r'code=~"[^"]*created[^"]*unavailable', e)):
+        c.error("SealrelaySignedUnavailable must be the code=\"unavailable\" ratio of eligible (non-4xx) signed requests")
+    e = expr("SealrelaySignatureFailures")
+    if e and "bad_signature" not in e:
+        c.error("SealrelaySignatureFailures does not count bad signatures")
+    sev("SealrelaySignatureFailures", "warning")
+    for name in ("SealrelayMailboxErrorRatioHigh", "SealrelayMailboxPushMisconfigured", "SealrelaySignedUnavailable"):
+        sev(name, "critical")
+    for name in ("SealrelayFanoutLagging", "SealrelayICEProviderFailing"):
+        sev(name, "warning")
+
+
 def runbook_budgets() -> dict[str, float]:
     """SLO name -> error budget, from the runbook's SLO table."""
     out = {}
@@ -1167,7 +1618,7 @@ def check_slo_alerts(c: Check) -> None:
     c.note(f"budgets from docs/runbook.md: {budgets}")
 
 
-@check("promql: every sealrelay_*/process_* metric used is declared in src/**/*.rs")
+@check("promql: every sealrelay_*/process_* metric used is declared in src/**/*.rs, and every declared one is shown")
 def check_metric_names(c: Check, state: dict) -> None:
     declared = declared_metrics()
     allowed = allowed_series(declared)
@@ -1190,7 +1641,7 @@ def check_metric_names(c: Check, state: dict) -> None:
     base = {re.sub(r"_(bucket|sum|count)$", "", n) if re.sub(r"_(bucket|sum|count)$", "", n) in declared else n for n in used}
     unused = sorted(n for n in set(declared) - base if n.startswith("sealrelay_"))
     if unused:
-        c.note("declared but on no dashboard panel or alert: " + ", ".join(unused))
+        c.error("declared in src/ but on no dashboard panel or alert (the code exports it; show it): " + ", ".join(unused))
     c.note(f"{len(used)} series names used, {len(declared)} metric names declared in "
            f"{', '.join(sorted(set(declared.values())))}")
 
@@ -1260,6 +1711,10 @@ def main() -> int:
     check_networkpolicy()
     check_exposure()
     check_helm_test()
+    check_tracing()
+    check_admin_api(known)
+    check_frontend_secrets()
+    check_frontend_egress()
     check_helm_refusals()
     check_alert_rules(args.promtool)
     check_dashboard(args.promtool, state)
@@ -1268,6 +1723,7 @@ def main() -> int:
     check_rule_tests(args.promtool)
     check_runbook()
     check_slo_alerts()
+    check_frontend_alerts()
     check_metric_names(state)
     check_dockerfile(known)
     check_installer()

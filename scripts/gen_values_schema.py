@@ -15,7 +15,9 @@ Each variable reaches the chart in one of two ways:
 
 - **mapped**: a key of values.yaml whose `# -- NAME (...)` comment names the variable (the
   first word after `# --`). The key gets the variable's constraint; null and "" mean "not
-  passed" (the binary's default applies) and are always allowed.
+  passed" (the binary's default applies) and are always allowed. (A variable whose help
+  gives "" a meaning, "empty disables it", gets a boolean of its own in values.yaml, and ""
+  is allowed for it under `env`.)
 - **chart-managed**: set through chart structure instead of a value (listen addresses from
   the container ports, secrets mounted as files); listed in CHART_MANAGED with the reason,
   and the structure that feeds it is constrained instead (ports, mount paths).
@@ -67,6 +69,30 @@ CHART_MANAGED: dict[str, str] = {
     "RELAY_QUEUE_KEY": "a secret: comes from the Secret named by redis.queueKey.existingSecret "
                        "(key redis.queueKey.existingSecretKey) or the one the chart makes from "
                        "redis.queueKey.value, never from the ConfigMap",
+    "OTEL_EXPORTER_OTLP_HEADERS": "a secret (API keys): secretKeyRef to tracing.headers.existingSecret "
+                                  "(key existingSecretKey) or the chart's Secret made from "
+                                  "tracing.headers.value, never the ConfigMap",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "a secret: secretKeyRef to tracing.tracesHeaders.existingSecret "
+                                         "or the chart's Secret made from tracing.tracesHeaders.value",
+    "OTEL_EXPORTER_OTLP_CERTIFICATE": "points at the mounted bundle, <tracing.caBundle.mountPath>/"
+                                      "<tracing.caBundle.key>, when tracing.caBundle.configMap is set",
+    "RELAY_ADMIN_TOKEN_FILE": "points at the token an init container copies (mode 0400, owned by the "
+                              "pod's user, as the relay requires) from adminApi.tcp.token's Secret into "
+                              "an in-memory emptyDir: <adminApi.tcp.token.mountPath>/token",
+    "FCM_SERVICE_ACCOUNT_FILE": "points at the mounted JSON key, <fcm.serviceAccount.mountPath>/"
+                                "<fcm.serviceAccount.fileName>, whenever its Secret is configured",
+    "FCM_SERVICE_ACCOUNT": "a secret: secretKeyRef to fcm.serviceAccount's Secret when "
+                           "fcm.serviceAccount.mountAsFile is false, never a plain value",
+    "FCM_CA_FILE": "points at the mounted bundle, <fcm.caBundle.mountPath>/<fcm.caBundle.key>, when "
+                   "fcm.caBundle.configMap is set",
+    "RELAY_ICE_TURN_SECRET_FILE": "points at the mounted secret, <ice.turnSecret.mountPath>/"
+                                  "<ice.turnSecret.fileName>, whenever its Secret is configured",
+    "RELAY_ICE_TURN_SECRET": "a secret: secretKeyRef to ice.turnSecret's Secret when "
+                             "ice.turnSecret.mountAsFile is false",
+    "RELAY_ICE_CLOUDFLARE_API_TOKEN_FILE": "points at the mounted token, <ice.cloudflare.apiToken.mountPath>/"
+                                           "<ice.cloudflare.apiToken.fileName>, whenever its Secret is configured",
+    "RELAY_ICE_CLOUDFLARE_API_TOKEN": "a secret: secretKeyRef to ice.cloudflare.apiToken's Secret when "
+                                      "ice.cloudflare.apiToken.mountAsFile is false",
 }
 
 # Objects whose contents are Kubernetes structures (or free maps) the chart passes through:
@@ -80,7 +106,7 @@ FREEFORM = {
     "service.annotations", "service.labels", "adminService.annotations", "adminService.labels",
     "serviceAccount.annotations", "ingress.annotations", "ingress.labels",
     "httpRoute.annotations", "httpRoute.labels", "tests.smoke.resources",
-    "tests.smoke.annotations",
+    "tests.smoke.annotations", "adminApi.tcp.token.copyResources",
 }
 
 PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
@@ -128,11 +154,34 @@ STRUCTURAL: dict[str, dict] = {
     "networkPolicy.egress.otlpPorts": {"type": "array", "items": PORT},
     "networkPolicy.egress.apnsCidrs": {"type": "array", "items": {"type": "string", "pattern": r"^[0-9a-fA-F:.]+/[0-9]{1,3}$"}},
     "metrics.prometheusRule.runbookBaseUrl": {"type": "string", "pattern": "^https?://"},
+    # Secrets of the new front-ends and the tracing exporter: Secret keys, file names, mounts.
+    **{f"{base}.existingSecretKey": {"type": "string", "minLength": 1}
+       for base in ("tracing.headers", "tracing.tracesHeaders", "adminApi.tcp.token",
+                    "fcm.serviceAccount", "ice.turnSecret", "ice.cloudflare.apiToken")},
+    **{f"{base}.value": {"type": "string"}
+       for base in ("tracing.headers", "tracing.tracesHeaders", "adminApi.tcp.token",
+                    "fcm.serviceAccount", "ice.turnSecret", "ice.cloudflare.apiToken")},
+    **{f"{base}.fileName": {"type": "string", "pattern": "^[^/]+$"}
+       for base in ("fcm.serviceAccount", "ice.turnSecret", "ice.cloudflare.apiToken")},
+    **{f"{base}.mountPath": dict(ABS_PATH)
+       for base in ("tracing.caBundle", "fcm.caBundle", "fcm.serviceAccount", "ice.turnSecret",
+                    "ice.cloudflare.apiToken", "adminApi.tcp.token")},
+    **{f"{base}.key": {"type": "string", "pattern": "^[^/]+$"}
+       for base in ("tracing.caBundle", "fcm.caBundle")},
+    "adminApi.socket.sizeLimit": {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|k|M|G)?$"},
+    "adminApi.tcp.token.copyImage.repository": {"type": "string", "minLength": 1},
+    "adminApi.tcp.token.copyImage.tag": {"type": "string"},
+    "adminApi.tcp.token.copyImage.digest": {"type": "string", "pattern": "^(sha256:[0-9a-f]{64})?$"},
+    "adminApi.tcp.token.copyImage.pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
+    "networkPolicy.egress.fcmCidrs": {"type": "array", "items": {"type": "string", "pattern": r"^[0-9a-fA-F:.]+/[0-9]{1,3}$"}},
+    "networkPolicy.egress.cloudflareCidrs": {"type": "array", "items": {"type": "string", "pattern": r"^[0-9a-fA-F:.]+/[0-9]{1,3}$"}},
     "extraEnv": {"type": "array", "items": {"type": "object", "required": ["name"],
                                             "properties": {"name": {"type": "string", "minLength": 1}}}},
     "ingress.pathType": {"enum": ["Prefix", "Exact", "ImplementationSpecific"]},
 }
 
+# A variable whose table help gives the empty value a meaning of its own.
+EMPTY_IS_A_VALUE = re.compile(r"\bempty (?:disables|turns off|means)\b", re.I)
 VAR_COMMENT = re.compile(r"^\s*#\s*--\s+([A-Z][A-Z0-9_]*[A-Z0-9])\s+\(")
 KEY_LINE = re.compile(r"^(\s*)([A-Za-z0-9_][A-Za-z0-9_.-]*)\s*:(\s|$)")
 
@@ -290,8 +339,10 @@ def env_schema(var: Var) -> dict:
         s = {"type": "string", "pattern": rf"^{CIDR}(\s*,\s*{CIDR})*$"}
     else:
         s = kind_schema(var.kind)
-    if var.default is None:
-        # An empty value of an unset-by-default variable leaves it unset.
+    if var.default is None or EMPTY_IS_A_VALUE.search(var.help):
+        # An empty value of an unset-by-default variable leaves it unset; for a variable whose
+        # help says an empty value means something ("empty disables it": RELAY_ADMIN_SOCKET),
+        # "" is that setting.
         s = {"anyOf": [{"const": ""}, s]}
     return dict(s, description=f"{var.name}: {var.help}")
 

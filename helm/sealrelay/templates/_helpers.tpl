@@ -127,9 +127,157 @@ arrive as float64, which would print 1000000 as 1e+06), lists joined with commas
 {{- end -}}
 {{- end -}}
 
-{{/* Whether the chart creates its own Secret (APNs key, Redis URL and/or queue key from values). */}}
+{{/*
+Secret name and key of a Secret-backed value with existingSecret / existingSecretKey / value
+(tracing.headers, fcm.serviceAccount, ice.turnSecret, adminApi.tcp.token, ...), as
+"name/key": the existing Secret, or the chart's own Secret under chartKey when only the value
+is given; "" when neither. Call with (list $ .Values.<obj> "<chartKey>").
+*/}}
+{{- define "sealrelay.secretRef" -}}
+{{- $root := index . 0 -}}
+{{- $s := index . 1 -}}
+{{- $key := index . 2 -}}
+{{- if $s.existingSecret -}}
+{{- printf "%s/%s" $s.existingSecret $s.existingSecretKey -}}
+{{- else if $s.value -}}
+{{- printf "%s/%s" (include "sealrelay.fullname" $root) $key -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The Secret-backed values the chart stores in its own Secret when given inline, as a YAML
+list of [object, key in the chart's Secret]. One list, so secret.yaml, createSecret and the
+validation agree.
+*/}}
+{{- define "sealrelay.inlineSecrets" -}}
+{{- $v := .Values -}}
+- [tracing.headers, OTEL_EXPORTER_OTLP_HEADERS]
+- [tracing.tracesHeaders, OTEL_EXPORTER_OTLP_TRACES_HEADERS]
+- [adminApi.tcp.token, admin-token]
+- [fcm.serviceAccount, FCM_SERVICE_ACCOUNT]
+- [ice.turnSecret, RELAY_ICE_TURN_SECRET]
+- [ice.cloudflare.apiToken, RELAY_ICE_CLOUDFLARE_API_TOKEN]
+{{- end -}}
+
+{{/* The values object at a dotted path ("fcm.serviceAccount"). Call with (list $ "path"). */}}
+{{- define "sealrelay.valuesAt" -}}
+{{- $node := (index . 0).Values -}}
+{{- range splitList "." (index . 1) }}{{ $node = index $node . }}{{ end -}}
+{{- toYaml $node -}}
+{{- end -}}
+
+{{/* Whether the chart creates its own Secret (any secret value given inline instead of an existingSecret). */}}
 {{- define "sealrelay.createSecret" -}}
-{{- if or (and .Values.apns.authKey.value (not .Values.apns.authKey.existingSecret)) (and .Values.redis.url (not .Values.redis.existingSecret)) (and .Values.redis.queueKey.value (not .Values.redis.queueKey.existingSecret)) }}true{{ end -}}
+{{- $any := or (and .Values.apns.authKey.value (not .Values.apns.authKey.existingSecret)) (and .Values.redis.url (not .Values.redis.existingSecret)) (and .Values.redis.queueKey.value (not .Values.redis.queueKey.existingSecret)) -}}
+{{- range (include "sealrelay.inlineSecrets" . | fromYamlArray) -}}
+{{- $s := include "sealrelay.valuesAt" (list $ (index . 0)) | fromYaml -}}
+{{- if and $s.value (not $s.existingSecret) }}{{ $any = true }}{{ end -}}
+{{- end -}}
+{{- if $any }}true{{ end -}}
+{{- end -}}
+
+{{/* True when FCM is configured: a service account Secret, or FCM_SERVICE_ACCOUNT[_FILE] through env/extraEnv. */}}
+{{- define "sealrelay.hasFcm" -}}
+{{- if or (include "sealrelay.secretRef" (list . .Values.fcm.serviceAccount "FCM_SERVICE_ACCOUNT")) (include "sealrelay.userSetsVar" (list . "FCM_SERVICE_ACCOUNT")) (include "sealrelay.userSetsVar" (list . "FCM_SERVICE_ACCOUNT_FILE")) }}true{{ end -}}
+{{- end -}}
+
+{{/* True when the Cloudflare ICE provider is configured (key id in values, env or extraEnv). */}}
+{{- define "sealrelay.hasCloudflare" -}}
+{{- if or .Values.ice.cloudflare.keyId (include "sealrelay.userSetsVar" (list . "RELAY_ICE_CLOUDFLARE_KEY_ID")) }}true{{ end -}}
+{{- end -}}
+
+{{/* True when trace export is on (either endpoint, in values, env or extraEnv). */}}
+{{- define "sealrelay.hasTracing" -}}
+{{- if or .Values.tracing.otlpEndpoint .Values.tracing.tracesEndpoint (include "sealrelay.userSetsVar" (list . "OTEL_EXPORTER_OTLP_ENDPOINT")) (include "sealrelay.userSetsVar" (list . "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) }}true{{ end -}}
+{{- end -}}
+
+{{/* The TCP port a URL connects to: its explicit port, else 80 for http and 443 otherwise. */}}
+{{- define "sealrelay.urlPort" -}}
+{{- $u := urlParse (toString .) -}}
+{{- $host := regexReplaceAll "^.*@" (toString $u.host) "" -}}
+{{- if regexMatch ":[0-9]+$" $host -}}
+{{- regexFind "[0-9]+$" $host -}}
+{{- else if eq (lower (toString $u.scheme)) "http" -}}
+80
+{{- else -}}
+443
+{{- end -}}
+{{- end -}}
+
+{{/*
+Sorted, de-duplicated comma-separated TCP ports the relay calls for one upstream: the given
+fixed ports, plus the port of each URL (variable name -> value/default: env and extraEnv
+literals win; a valueFrom URL adds nothing). Call with (list $ (list fixed...) (dict NAME url)).
+*/}}
+{{- define "sealrelay.upstreamPorts" -}}
+{{- $root := index . 0 -}}
+{{- $ports := dict -}}
+{{- range index . 1 }}{{ $_ := set $ports (toString (int .)) true }}{{ end -}}
+{{- range $name, $url := index . 2 -}}
+{{- $eff := include "sealrelay.effectiveVar" (list $root $name (toString $url)) -}}
+{{- if and $eff (ne $eff "<valueFrom>") -}}
+{{- $_ := set $ports (include "sealrelay.urlPort" $eff) true -}}
+{{- end -}}
+{{- end -}}
+{{- $sorted := list -}}
+{{- range $p, $_ := $ports }}{{ $sorted = append $sorted (printf "%05d" (int $p)) }}{{ end -}}
+{{- $out := list -}}
+{{- range sortAlpha $sorted }}{{ $out = append $out (toString (atoi .)) }}{{ end -}}
+{{- join "," $out -}}
+{{- end -}}
+
+{{/* The v1 intake mode the relay will run with: public, local, off, or <valueFrom>. */}}
+{{- define "sealrelay.v1Intake" -}}
+{{- include "sealrelay.effectiveVar" (list . "RELAY_V1_INTAKE" (.Values.v1.intake | default "public")) -}}
+{{- end -}}
+
+{{/*
+The admin socket's path as the relay will see it ("" when disabled): extraEnv, then env, then
+adminApi.socket (enabled: path or the default /run/sealrelay/admin.sock; disabled: "").
+*/}}
+{{- define "sealrelay.adminSocketPath" -}}
+{{- $fallback := "" -}}
+{{- if .Values.adminApi.socket.enabled -}}
+{{- $fallback = .Values.adminApi.socket.path | default "/run/sealrelay/admin.sock" | toString -}}
+{{- end -}}
+{{- include "sealrelay.effectiveVar" (list . "RELAY_ADMIN_SOCKET" $fallback) -}}
+{{- end -}}
+
+{{/* The directory the chart mounts an emptyDir at for the admin socket, or "" for none (disabled, or /tmp which is mounted already). */}}
+{{- define "sealrelay.adminSocketDir" -}}
+{{- $path := include "sealrelay.adminSocketPath" . -}}
+{{- if and $path (ne $path "<valueFrom>") -}}
+{{- $d := dir $path -}}
+{{- if ne $d "/tmp" }}{{ $d }}{{ end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Secret name/key of the admin API's TCP bearer token, or "". */}}
+{{- define "sealrelay.adminTokenRef" -}}
+{{- include "sealrelay.secretRef" (list . .Values.adminApi.tcp.token "admin-token") -}}
+{{- end -}}
+
+{{/*
+OTEL_RESOURCE_ATTRIBUTES: the pod's Kubernetes identity from the downward API (POD_NAMESPACE,
+POD_NAME and NODE_NAME are defined before it in the container env, so $(VAR) expands), the
+Deployment's name, then the user's attributes: env.OTEL_RESOURCE_ATTRIBUTES, else
+tracing.resourceAttributes.
+*/}}
+{{- define "sealrelay.resourceAttributes" -}}
+{{- $attrs := list "k8s.namespace.name=$(POD_NAMESPACE)" "k8s.pod.name=$(POD_NAME)" "k8s.node.name=$(NODE_NAME)" (printf "k8s.deployment.name=%s" (include "sealrelay.fullname" .)) -}}
+{{- $user := .Values.tracing.resourceAttributes | default "" | toString -}}
+{{- if hasKey .Values.env "OTEL_RESOURCE_ATTRIBUTES" -}}
+{{- $user = include "sealrelay.envString" (index .Values.env "OTEL_RESOURCE_ATTRIBUTES") -}}
+{{- end -}}
+{{- if $user }}{{ $attrs = append $attrs (trimPrefix "," $user) }}{{ end -}}
+{{- join "," $attrs -}}
+{{- end -}}
+
+{{/* True when extraEnv sets a name (it then replaces the chart's own entry). */}}
+{{- define "sealrelay.extraEnvSets" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- range $root.Values.extraEnv }}{{ if eq (toString .name) $name }}true{{ end }}{{ end -}}
 {{- end -}}
 
 {{/*
@@ -178,7 +326,31 @@ container reads with envFrom. Values from .Values.env are applied last and win.
   "RELAY_LOG_FORMAT" $v.logging.format
   "RUST_LOG" $v.logging.level
   "OTEL_EXPORTER_OTLP_ENDPOINT" $v.tracing.otlpEndpoint
+  "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" $v.tracing.tracesEndpoint
   "OTEL_SERVICE_NAME" $v.tracing.serviceName
+  "OTEL_EXPORTER_OTLP_PROTOCOL" $v.tracing.protocol
+  "OTEL_EXPORTER_OTLP_TIMEOUT" $v.tracing.timeoutMs
+  "OTEL_TRACES_SAMPLER" $v.tracing.sampler.name
+  "OTEL_TRACES_SAMPLER_ARG" $v.tracing.sampler.ratio
+  "OTEL_BSP_SCHEDULE_DELAY" $v.tracing.batch.scheduleDelayMs
+  "OTEL_BSP_MAX_QUEUE_SIZE" $v.tracing.batch.maxQueueSize
+  "OTEL_BSP_MAX_EXPORT_BATCH_SIZE" $v.tracing.batch.maxExportBatchSize
+  "RELAY_AASA_APP_IDS" $v.pages.aasaAppIds
+  "RELAY_V1_INTAKE" $v.v1.intake
+  "RELAY_V1_SUNSET" $v.v1.sunset
+  "RELAY_RECEIPT_TTL_S" $v.signed.receiptTtlSeconds
+  "RELAY_ADMIN_SOCKET" $v.adminApi.socket.path
+  "RELAY_ADMIN_API_LISTEN" $v.adminApi.tcp.listen
+  "RELAY_APPS" $v.mailbox.apps
+  "RELAY_MAILBOX_IDLE_S" $v.mailbox.idleSeconds
+  "RELAY_MAILBOX_MAX_ENVELOPE_BYTES" $v.mailbox.maxEnvelopeBytes
+  "RELAY_MAILBOX_MAX_ENVELOPES" $v.mailbox.maxEnvelopes
+  "FCM_URL" $v.fcm.url
+  "RELAY_ICE_TTL_S" $v.ice.ttlSeconds
+  "RELAY_ICE_STUN_URLS" $v.ice.stunUrls
+  "RELAY_ICE_TURN_URLS" $v.ice.turnUrls
+  "RELAY_ICE_CLOUDFLARE_KEY_ID" $v.ice.cloudflare.keyId
+  "RELAY_ICE_CLOUDFLARE_URL" $v.ice.cloudflare.url
 -}}
 {{- range $name, $value := $map -}}
 {{- if include "sealrelay.isSet" $value -}}
@@ -191,9 +363,33 @@ container reads with envFrom. Values from .Values.env are applied last and win.
 {{- if $v.apns.caBundle.configMap -}}
 {{- $_ := set $c "APNS_CA_FILE" (printf "%s/%s" (trimSuffix "/" $v.apns.caBundle.mountPath) $v.apns.caBundle.key) -}}
 {{- end -}}
+{{- if $v.tracing.caBundle.configMap -}}
+{{- $_ := set $c "OTEL_EXPORTER_OTLP_CERTIFICATE" (printf "%s/%s" (trimSuffix "/" $v.tracing.caBundle.mountPath) $v.tracing.caBundle.key) -}}
+{{- end -}}
+{{- if $v.fcm.caBundle.configMap -}}
+{{- $_ := set $c "FCM_CA_FILE" (printf "%s/%s" (trimSuffix "/" $v.fcm.caBundle.mountPath) $v.fcm.caBundle.key) -}}
+{{- end -}}
+{{- if and (include "sealrelay.secretRef" (list . $v.fcm.serviceAccount "FCM_SERVICE_ACCOUNT")) $v.fcm.serviceAccount.mountAsFile -}}
+{{- $_ := set $c "FCM_SERVICE_ACCOUNT_FILE" (printf "%s/%s" (trimSuffix "/" $v.fcm.serviceAccount.mountPath) $v.fcm.serviceAccount.fileName) -}}
+{{- end -}}
+{{- if and (include "sealrelay.secretRef" (list . $v.ice.turnSecret "RELAY_ICE_TURN_SECRET")) $v.ice.turnSecret.mountAsFile -}}
+{{- $_ := set $c "RELAY_ICE_TURN_SECRET_FILE" (printf "%s/%s" (trimSuffix "/" $v.ice.turnSecret.mountPath) $v.ice.turnSecret.fileName) -}}
+{{- end -}}
+{{- if and (include "sealrelay.secretRef" (list . $v.ice.cloudflare.apiToken "RELAY_ICE_CLOUDFLARE_API_TOKEN")) $v.ice.cloudflare.apiToken.mountAsFile -}}
+{{- $_ := set $c "RELAY_ICE_CLOUDFLARE_API_TOKEN_FILE" (printf "%s/%s" (trimSuffix "/" $v.ice.cloudflare.apiToken.mountPath) $v.ice.cloudflare.apiToken.fileName) -}}
+{{- end -}}
+{{- if include "sealrelay.adminTokenRef" . -}}
+{{- $_ := set $c "RELAY_ADMIN_TOKEN_FILE" (printf "%s/token" (trimSuffix "/" $v.adminApi.tcp.token.mountPath)) -}}
+{{- end -}}
+{{- /* The one variable passed empty on purpose: "" is the relay's "socket disabled". */ -}}
+{{- if not $v.adminApi.socket.enabled -}}
+{{- $_ := set $c "RELAY_ADMIN_SOCKET" "" -}}
+{{- end -}}
 {{- range $name, $value := $v.env -}}
 {{- $_ := set $c $name (include "sealrelay.envString" $value) -}}
 {{- end -}}
+{{- /* A container env entry (secretEnv), for $(VAR) interpolation: never in the ConfigMap. */ -}}
+{{- $_ := unset $c "OTEL_RESOURCE_ATTRIBUTES" -}}
 {{- /* extraEnv entries are container env entries, which win over envFrom: leave them out. */ -}}
 {{- range $v.extraEnv -}}
 {{- $_ := unset $c (toString .name) -}}
@@ -244,6 +440,34 @@ also present in .Values.env is left to the ConfigMap, so each name is set exactl
 */}}
 {{- define "sealrelay.secretEnv" -}}
 {{- $v := .Values -}}
+{{- /* The downward API first: OTEL_RESOURCE_ATTRIBUTES below refers to these. */ -}}
+{{- if not (include "sealrelay.extraEnvSets" (list . "OTEL_RESOURCE_ATTRIBUTES")) }}
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ include "sealrelay.resourceAttributes" . | quote }}
+{{- end }}
+{{- range $e := list (list "OTEL_EXPORTER_OTLP_HEADERS" $v.tracing.headers true) (list "OTEL_EXPORTER_OTLP_TRACES_HEADERS" $v.tracing.tracesHeaders true) (list "FCM_SERVICE_ACCOUNT" $v.fcm.serviceAccount (not $v.fcm.serviceAccount.mountAsFile)) (list "RELAY_ICE_TURN_SECRET" $v.ice.turnSecret (not $v.ice.turnSecret.mountAsFile)) (list "RELAY_ICE_CLOUDFLARE_API_TOKEN" $v.ice.cloudflare.apiToken (not $v.ice.cloudflare.apiToken.mountAsFile)) }}
+{{- $name := index $e 0 -}}
+{{- $ref := include "sealrelay.secretRef" (list $ (index $e 1) $name) -}}
+{{- if and $ref (index $e 2) (not (include "sealrelay.userSetsVar" (list $ $name))) }}
+- name: {{ $name }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ dir $ref | quote }}
+      key: {{ base $ref | quote }}
+{{- end }}
+{{- end }}
 {{- $redis := include "sealrelay.redisSecretRef" . -}}
 {{- if and $redis (not (include "sealrelay.userSetsVar" (list . "REDIS_URL"))) }}
 - name: REDIS_URL
@@ -331,6 +555,65 @@ whole number fails unless terminationGracePeriodSeconds is explicit.
 {{- end -}}
 {{- if and (eq (len $missing) 0) (eq (toString $v.apns.dryRun) "true") -}}
 {{- fail "apns.dryRun is only valid without APNs credentials" -}}
+{{- end -}}
+{{- range (include "sealrelay.inlineSecrets" .) | fromYamlArray -}}
+{{- $s := include "sealrelay.valuesAt" (list $ (index . 0)) | fromYaml -}}
+{{- if and $s.value $s.existingSecret -}}
+{{- fail (printf "%s: set either value or existingSecret, not both" (index . 0)) -}}
+{{- end -}}
+{{- end -}}
+{{- /* Tracing */ -}}
+{{- $sampler := include "sealrelay.effectiveVar" (list . "OTEL_TRACES_SAMPLER" ($v.tracing.sampler.name | default "parentbased_always_on")) -}}
+{{- if and (include "sealrelay.isSet" $v.tracing.sampler.ratio) (not (has $sampler (list "traceidratio" "parentbased_traceidratio"))) -}}
+{{- fail (printf "tracing.sampler.ratio only applies to the traceidratio and parentbased_traceidratio samplers, not %s" $sampler) -}}
+{{- end -}}
+{{- /* Admin API */ -}}
+{{- $sock := include "sealrelay.adminSocketPath" . -}}
+{{- if eq $sock "<valueFrom>" -}}
+{{- fail "RELAY_ADMIN_SOCKET comes from valueFrom, so the chart cannot mount the socket's directory: set adminApi.socket.path instead" -}}
+{{- end -}}
+{{- if $sock -}}
+{{- if not (hasPrefix "/" $sock) -}}
+{{- fail (printf "adminApi.socket.path (RELAY_ADMIN_SOCKET) must be absolute, got %q" $sock) -}}
+{{- end -}}
+{{- if eq (dir $sock) "/" -}}
+{{- fail (printf "RELAY_ADMIN_SOCKET %q: the socket needs a directory of its own (the chart mounts an emptyDir there), e.g. /run/sealrelay/admin.sock" $sock) -}}
+{{- end -}}
+{{- if gt (len $sock) 107 -}}
+{{- fail (printf "RELAY_ADMIN_SOCKET %q is longer than a Unix socket path may be (107 bytes)" $sock) -}}
+{{- end -}}
+{{- end -}}
+{{- $listen := include "sealrelay.effectiveVar" (list . "RELAY_ADMIN_API_LISTEN" ($v.adminApi.tcp.listen | default "" | toString)) -}}
+{{- if and $listen (ne $listen "<valueFrom>") -}}
+{{- if not (regexMatch `^(127\.[0-9]+\.[0-9]+\.[0-9]+|\[::1\]|localhost):[0-9]+$` $listen) -}}
+{{- fail (printf "adminApi.tcp.listen (RELAY_ADMIN_API_LISTEN) must be a loopback address (127.0.0.1:PORT or [::1]:PORT), got %q: the admin API is never exposed beyond the pod" $listen) -}}
+{{- end -}}
+{{- if not (or (include "sealrelay.adminTokenRef" .) (include "sealrelay.userSetsVar" (list . "RELAY_ADMIN_TOKEN_FILE"))) -}}
+{{- fail "adminApi.tcp.listen needs a bearer token: set adminApi.tcp.token.existingSecret (or value)" -}}
+{{- end -}}
+{{- end -}}
+{{- if and (include "sealrelay.adminTokenRef" .) (not $v.podSecurityContext.fsGroup) -}}
+{{- fail "adminApi.tcp.token: the token copy reads the Secret through the pod's fsGroup (the Secret's files are root's, mode 0440): set podSecurityContext.fsGroup" -}}
+{{- end -}}
+{{- /* ICE */ -}}
+{{- $hasTurnSecret := or (include "sealrelay.secretRef" (list . $v.ice.turnSecret "RELAY_ICE_TURN_SECRET")) (include "sealrelay.userSetsVar" (list . "RELAY_ICE_TURN_SECRET")) (include "sealrelay.userSetsVar" (list . "RELAY_ICE_TURN_SECRET_FILE")) -}}
+{{- $turnUrls := or $v.ice.turnUrls (include "sealrelay.userSetsVar" (list . "RELAY_ICE_TURN_URLS")) -}}
+{{- if and $turnUrls (not $hasTurnSecret) -}}
+{{- fail "ice.turnUrls needs coturn's shared secret: set ice.turnSecret.existingSecret (or value)" -}}
+{{- end -}}
+{{- $cfToken := or (include "sealrelay.secretRef" (list . $v.ice.cloudflare.apiToken "RELAY_ICE_CLOUDFLARE_API_TOKEN")) (include "sealrelay.userSetsVar" (list . "RELAY_ICE_CLOUDFLARE_API_TOKEN")) (include "sealrelay.userSetsVar" (list . "RELAY_ICE_CLOUDFLARE_API_TOKEN_FILE")) -}}
+{{- $cfKey := include "sealrelay.hasCloudflare" . -}}
+{{- if and $cfKey (not $cfToken) -}}
+{{- fail "ice.cloudflare.keyId needs ice.cloudflare.apiToken (existingSecret or value)" -}}
+{{- end -}}
+{{- if and $cfToken (not $cfKey) -}}
+{{- fail "ice.cloudflare.apiToken needs ice.cloudflare.keyId" -}}
+{{- end -}}
+{{- $apps := include "sealrelay.effectiveVar" (list . "RELAY_APPS" ($v.mailbox.apps | default "" | toString)) -}}
+{{- if regexMatch `(^|;)\s*[a-z][a-z0-9-]*\s*:([^;]*,)?\s*ice\s*(,|;|$)` $apps -}}
+{{- if not (or $v.ice.stunUrls $turnUrls $cfKey (include "sealrelay.userSetsVar" (list . "RELAY_ICE_STUN_URLS"))) -}}
+{{- fail "mailbox.apps (RELAY_APPS) enables ice for an app, but no ICE provider is configured (ice.stunUrls, ice.turnUrls or ice.cloudflare): the relay would stop at start-up" -}}
+{{- end -}}
 {{- end -}}
 {{- $tgp := include "sealrelay.terminationGracePeriod" . | int -}}
 {{- $budget := include "sealrelay.shutdownBudget" . | int -}}
