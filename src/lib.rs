@@ -19,8 +19,10 @@
 //! ```
 //!
 //! - [`v1`]: relay protocol v1 for cronstable daemons (`POST /`, the hosted pages);
-//! - `mailbox`, `signed`: the two newer front-ends (their issues fill them);
-//! - `admin`: the probes and metrics listener;
+//! - `signed`: signed, idempotent pushes with receipts (`/v2/pushes`);
+//! - `mailbox`: the mailbox front-end (its issue fills it);
+//! - `admin`: the probes and metrics listener, and the admin API on its Unix socket (and
+//!   opt-in loopback TCP);
 //! - `delivery`: one alert from admission to settlement, and the retry worker; one
 //!   `Outcome` vocabulary for every way a request ends;
 //! - `push`: the `Push` trait and verdict classes; `push::apns` speaks APNs;
@@ -63,5 +65,6 @@ pub mod parts {
     pub use crate::delivery::alert::DEFAULT_MAX_CIPHERTEXT_CHARS;
     pub use crate::delivery::alert_body;
     pub use crate::delivery::Alert;
+    pub use crate::signed::sig::{read_authorization, sign_request, PrivateKey};
     pub use crate::store::redis::policy::admit_lua;
 }

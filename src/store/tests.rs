@@ -858,3 +858,227 @@ async fn fanout_resubscribes_after_a_reconnect() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Receipts and signers of signed pushes.
+
+use super::receipts::{Begun, MemoryReceipts, State as RState, Update as RUpdate};
+use super::redis::signed::Signed as RedisSigned;
+
+#[derive(Debug, Clone)]
+enum ROp {
+    Begin { push: u8, hash: u8, targets: Vec<u8> },
+    Update { push: u8, dt: i64, updates: Vec<(u8, usize, bool)> },
+    Get { push: u8 },
+}
+
+fn rop() -> impl Strategy<Value = ROp> {
+    prop_oneof![
+        (0u8..4, 0u8..2, proptest::collection::btree_set(0u8..5, 1..5)).prop_map(
+            |(push, hash, t)| ROp::Begin {
+                push,
+                hash,
+                targets: t.into_iter().collect()
+            }
+        ),
+        (
+            0u8..4,
+            0i64..5_000,
+            proptest::collection::vec((0u8..6, 0usize..10, any::<bool>()), 0..6)
+        )
+            .prop_map(|(push, dt, updates)| ROp::Update { push, dt, updates }),
+        (0u8..4).prop_map(|push| ROp::Get { push }),
+    ]
+}
+
+fn push_id(n: u8) -> String {
+    format!("00000000-0000-4000-8000-{n:012x}")
+}
+
+fn rtarget(n: u8) -> String {
+    format!("{n:016x}")
+}
+
+/// `receipt_begin.lua` and `receipt_update.lua` behave as [`super::receipts`] through the
+/// in-process store: the same new/replay/conflict answers, the same receipts, the same
+/// event sequences, for random interleavings of pushes, replays, reused ids and (allowed,
+/// repeated and forbidden) target transitions.
+#[test]
+fn redis_receipts_are_the_in_process_receipts() {
+    let server = RedisServer::start();
+    let rt = runtime();
+    let case = std::sync::atomic::AtomicU32::new(0);
+    runner("store-receipts-differential", 120)
+        .run(&proptest::collection::vec(rop(), 1..40), |ops| {
+            let prefix = format!(
+                "r{}:",
+                case.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            );
+            let pool = rt.block_on(redis_store(&server.url(), &prefix, Policy::defaults()));
+            let red = RedisSigned::new(pool.pool().clone(), &prefix);
+            let mem = MemoryReceipts::default();
+            let ttl = 86_400_000;
+            let mut now = T0;
+            for (i, op) in ops.iter().enumerate() {
+                match op {
+                    ROp::Begin {
+                        push,
+                        hash,
+                        targets,
+                    } => {
+                        let t: Vec<String> = targets.iter().map(|n| rtarget(*n)).collect();
+                        let h = format!("sha256:{hash}");
+                        let (id, k, topic) = (push_id(*push), "ed25519:k", "com.example");
+                        let a = mem.begin(&id, &h, k, topic, &t, now, ttl);
+                        let b = rt
+                            .block_on(red.begin(&id, &h, k, topic, &t, now, ttl))
+                            .unwrap();
+                        prop_assert_eq!(a, b, "op {} {:?}", i, op);
+                    }
+                    ROp::Update { push, dt, updates } => {
+                        now += dt;
+                        let u: Vec<RUpdate> = updates
+                            .iter()
+                            .map(|(t, s, detailed)| RUpdate {
+                                target: rtarget(*t),
+                                state: super::receipts::STATES[*s],
+                                detail: if *detailed {
+                                    r#""retryAfterS":3"#.to_owned()
+                                } else {
+                                    String::new()
+                                },
+                            })
+                            .collect();
+                        let id = push_id(*push);
+                        let a = mem.update(&id, &u, now, ttl).map(|(r, _)| r);
+                        let b = rt.block_on(red.update(&id, &u, now, ttl)).unwrap();
+                        prop_assert_eq!(a, b, "op {} {:?}", i, op);
+                    }
+                    ROp::Get { push } => {
+                        let id = push_id(*push);
+                        let a = mem.get(&id, now);
+                        let b = rt.block_on(red.get(&id)).unwrap();
+                        prop_assert_eq!(a, b, "op {} {:?}", i, op);
+                    }
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// A receipt's two keys and the signer keys all expire or are bounded, name no token, and
+/// hold no token: only 16-hex target hashes.
+#[tokio::test(flavor = "multi_thread")]
+async fn receipt_keys_expire_and_hold_no_token() {
+    let server = RedisServer::start();
+    let store = redis_store(&server.url(), "rk:", Policy::defaults()).await;
+    let red = RedisSigned::new(store.pool().clone(), "rk:");
+    let device = token(7);
+    let target = device.hash16();
+    let id = push_id(1);
+    let b = red
+        .begin(&id, "sha256:x", "ed25519:k", "t", &[target.clone()], T0, 600_000)
+        .await
+        .unwrap();
+    assert!(matches!(b, Begun::New(_)), "{b:?}");
+    let update = RUpdate {
+        target: target.clone(),
+        state: RState::Delivered,
+        detail: String::new(),
+    };
+    let r = red
+        .update(&id, &[update], T0 + 5, 600_000)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(r.settled);
+    assert_eq!(
+        r.events.iter().map(|e| e.sequence).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    let keys = server.cli(&["KEYS", "rk:*"]);
+    let keys: Vec<&str> = keys.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(keys.len(), 2, "{keys:?}");
+    for k in &keys {
+        assert!(!k.contains(device.expose()), "{k}");
+        let ttl: i64 = server.cli(&["PTTL", k]).trim().parse().unwrap();
+        assert!(ttl > 0 && ttl <= 600_000, "{k}: {ttl}");
+        let dump = server.cli(&["DUMP", k]);
+        assert!(!dump.contains(device.expose()), "{k}");
+    }
+}
+
+/// On a real Cluster, the events a receipt update publishes from inside its script (one
+/// SPUBLISH on the push's slot) reach another replica's subscriber, for pushes on every
+/// master; a signer change reaches it on the global channel.
+#[tokio::test(flavor = "multi_thread")]
+async fn receipt_events_are_published_from_the_script_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    let s = settings(&cluster.url(), "cl:");
+    let a = RedisStore::connect(&s, Policy::defaults()).unwrap();
+    assert!(a.wait_ready(Duration::from_secs(10)).await);
+    let b = RedisStore::connect(&s, Policy::defaults()).unwrap();
+    assert!(b.wait_ready(Duration::from_secs(10)).await);
+    let fan_b = RedisFanout::connect(&s, b.pool().clone()).unwrap();
+    let red = RedisSigned::new(a.pool().clone(), "cl:");
+    let mut masters = std::collections::HashSet::new();
+    let mut ids = Vec::new();
+    for n in 0..=255u8 {
+        if masters.insert(cluster.node_of(&format!("{{r:{}}}", push_id(n)))) {
+            ids.push(push_id(n));
+        }
+        if masters.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(ids.len(), 3, "a push on every master");
+    for id in &ids {
+        let channel = super::fanout::Channel::sharded(red.events_channel(id));
+        let mut sub = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match fan_b.subscribe(&channel).await {
+                    Ok(s) => break s,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                }
+            }
+        })
+        .await
+        .expect("subscribed");
+        let t = rtarget(1);
+        red.begin(id, "sha256:x", "ed25519:k", "t", &[t.clone()], T0, 600_000)
+            .await
+            .unwrap();
+        let u = RUpdate {
+            target: t.clone(),
+            state: RState::Delivered,
+            detail: String::new(),
+        };
+        red.update(id, &[u], T0 + 1, 600_000).await.unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(5), sub.recv())
+            .await
+            .expect("the script's message reaches the other replica");
+        let got = String::from_utf8(got.expect("an event message").to_vec()).unwrap();
+        let events: Vec<_> = got
+            .lines()
+            .map(|l| super::receipts::Event::decode(l).unwrap_or_else(|| panic!("{l}")))
+            .collect();
+        let seqs: Vec<u64> = events.iter().map(|e| e.sequence).collect();
+        assert_eq!(seqs, vec![2, 3], "{got}");
+    }
+    // Signers: enrolled on A, announced to B.
+    let channel = super::fanout::Channel::global(red.signers_channel());
+    let mut sub = fan_b.subscribe(&channel).await.unwrap();
+    red.enroll("ed25519:ops", &"A".repeat(43), &["t".to_owned()], T0)
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), sub.recv())
+        .await
+        .expect("the signer change reaches the other replica");
+    assert_eq!(got.as_deref(), Some(&b"ed25519:ops"[..]));
+    let listed = red.list().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    let revoked = red.revoke("ed25519:ops", T0 + 100).await.unwrap().unwrap();
+    assert_eq!(revoked.revoked_ms, Some(T0 + 100));
+    assert!(red.revoke("ed25519:none", T0).await.unwrap().is_none());
+}

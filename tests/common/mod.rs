@@ -153,6 +153,8 @@ pub fn relay_vars(
         ("APNS_SANDBOX_URL", sandbox.url()),
         ("APNS_CA_FILE", pki.ca_file.display().to_string()),
         ("APNS_REQUEST_TIMEOUT_MS", "3000".to_owned()),
+        // Tests that use the admin socket name their own path.
+        ("RELAY_ADMIN_SOCKET", String::new()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -220,6 +222,24 @@ impl Harness {
         .await
     }
 
+    /// A request with extra headers.
+    pub async fn request_with(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+    ) -> Resp {
+        request_headers(
+            &self.client,
+            method,
+            &format!("http://{}{path}", self.relay.addr),
+            headers,
+            body,
+        )
+        .await
+    }
+
     pub async fn post(&self, body: &Value) -> Resp {
         self.request("POST", "/", serde_json::to_vec(body).unwrap())
             .await
@@ -232,12 +252,24 @@ pub async fn request(
     url: &str,
     body: Vec<u8>,
 ) -> Resp {
-    let req = hyper::Request::builder()
+    request_headers(client, method, url, &[], body).await
+}
+
+pub async fn request_headers(
+    client: &Client<HttpConnector, Full<Bytes>>,
+    method: &str,
+    url: &str,
+    headers: &[(&str, String)],
+    body: Vec<u8>,
+) -> Resp {
+    let mut req = hyper::Request::builder()
         .method(method)
         .uri(url)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .unwrap();
+        .header("content-type", "application/json");
+    for (k, v) in headers {
+        req = req.header(*k, v);
+    }
+    let req = req.body(Full::new(Bytes::from(body))).unwrap();
     let resp = client.request(req).await.unwrap();
     let status = resp.status().as_u16();
     let headers = resp

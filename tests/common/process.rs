@@ -30,6 +30,7 @@ impl RelayProcess {
             // Warnings, plus the one start-up line that names the bound addresses.
             .env("RUST_LOG", "warn,sealrelay::app=info")
             .env("RELAY_LOG_FORMAT", "json")
+            .env("RELAY_ADMIN_SOCKET", "")
             .envs(vars.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("RELAY_LISTEN", "127.0.0.1:0")
             .env("RELAY_ADMIN_LISTEN", "127.0.0.1:0");
