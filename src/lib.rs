@@ -65,6 +65,7 @@ pub mod parts {
     pub use crate::delivery::alert::DEFAULT_MAX_CIPHERTEXT_CHARS;
     pub use crate::delivery::alert_body;
     pub use crate::delivery::Alert;
-    pub use crate::signed::sig::{read_authorization, sign_request, PrivateKey};
+    pub use crate::signed::request::SignedPush;
+    pub use crate::signed::sig::{read_authorization, sign_request, PrivateKey, ReadAuthorization};
     pub use crate::store::redis::policy::admit_lua;
 }

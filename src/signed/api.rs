@@ -183,7 +183,7 @@ async fn accept(s: &Signed, req: Request) -> Result<(&'static str, Response), Ap
             )))
         }
     };
-    if !known.signer.topics.iter().any(|t| *t == topic) {
+    if !known.signer.topics.contains(&topic) {
         return Err(with_id(ApiError::topic_not_allowed()));
     }
     let now = s.now_ms();

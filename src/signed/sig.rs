@@ -141,7 +141,7 @@ impl PublicKey {
     }
 
     /// The enrolment form: standard base64 with padding.
-    pub fn to_base64(&self) -> String {
+    pub fn to_base64(self) -> String {
         b64::encode_std(&self.0)
     }
 

@@ -867,20 +867,33 @@ use super::redis::signed::Signed as RedisSigned;
 
 #[derive(Debug, Clone)]
 enum ROp {
-    Begin { push: u8, hash: u8, targets: Vec<u8> },
-    Update { push: u8, dt: i64, updates: Vec<(u8, usize, bool)> },
-    Get { push: u8 },
+    Begin {
+        push: u8,
+        hash: u8,
+        targets: Vec<u8>,
+    },
+    Update {
+        push: u8,
+        dt: i64,
+        updates: Vec<(u8, usize, bool)>,
+    },
+    Get {
+        push: u8,
+    },
 }
 
 fn rop() -> impl Strategy<Value = ROp> {
     prop_oneof![
-        (0u8..4, 0u8..2, proptest::collection::btree_set(0u8..5, 1..5)).prop_map(
-            |(push, hash, t)| ROp::Begin {
+        (
+            0u8..4,
+            0u8..2,
+            proptest::collection::btree_set(0u8..5, 1..5)
+        )
+            .prop_map(|(push, hash, t)| ROp::Begin {
                 push,
                 hash,
                 targets: t.into_iter().collect()
-            }
-        ),
+            }),
         (
             0u8..4,
             0i64..5_000,
@@ -978,7 +991,15 @@ async fn receipt_keys_expire_and_hold_no_token() {
     let target = device.hash16();
     let id = push_id(1);
     let b = red
-        .begin(&id, "sha256:x", "ed25519:k", "t", &[target.clone()], T0, 600_000)
+        .begin(
+            &id,
+            "sha256:x",
+            "ed25519:k",
+            "t",
+            std::slice::from_ref(&target),
+            T0,
+            600_000,
+        )
         .await
         .unwrap();
     assert!(matches!(b, Begun::New(_)), "{b:?}");
@@ -1046,9 +1067,17 @@ async fn receipt_events_are_published_from_the_script_on_a_cluster() {
         .await
         .expect("subscribed");
         let t = rtarget(1);
-        red.begin(id, "sha256:x", "ed25519:k", "t", &[t.clone()], T0, 600_000)
-            .await
-            .unwrap();
+        red.begin(
+            id,
+            "sha256:x",
+            "ed25519:k",
+            "t",
+            std::slice::from_ref(&t),
+            T0,
+            600_000,
+        )
+        .await
+        .unwrap();
         let u = RUpdate {
             target: t.clone(),
             state: RState::Delivered,

@@ -1,0 +1,706 @@
+//! Signed pushes (`/v2/pushes`, SIGNED.md) against a relay in this process and the mock
+//! APNs: the acceptance table row by row and in its order, replays and conflicts, ten
+//! identical requests at once, the receipt's target states, signed reads, the event stream
+//! and its resumption, the store round trips, and the 503 while the store is away.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::signed::*;
+use common::*;
+use sealrelay::clock::Clock;
+use serde_json::json;
+
+fn devices(range: std::ops::Range<u32>) -> Vec<String> {
+    range.map(device).collect()
+}
+
+/// A relay on a manual clock with three signers enrolled: `ops` for the relay's topic,
+/// `other` for another topic, `gone` revoked.
+async fn relay_with_signers(clock: Clock) -> (SignedRelay, Signer, Signer, Signer) {
+    let r = SignedRelay::start(Options::default().clock(clock)).await;
+    let (ops, other, gone) = (
+        Signer::new("ops"),
+        Signer::new("other"),
+        Signer::new("gone"),
+    );
+    r.enroll(&ops, &[TOPIC]).await;
+    r.enroll(&other, &["com.example.other"]).await;
+    r.enroll(&gone, &[TOPIC]).await;
+    let (status, v) = r
+        .admin_call(
+            "POST",
+            &format!("/admin/v1/signers/{}/revoke", gone.id),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["state"], "revoked");
+    (r, ops, other, gone)
+}
+
+fn sent(h: &Harness) -> usize {
+    h.prod.received().len() + h.sandbox.received().len()
+}
+
+/// Every row of the acceptance table, then pairs of failing checks: the earlier row
+/// answers. Nothing refused reaches APNs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_acceptance_table_row_by_row_and_in_order() {
+    let clock = Clock::manual(T0);
+    let (r, ops, other, gone) = relay_with_signers(clock.clone()).await;
+    let stranger = Signer::new("stranger");
+    let d = devices(0..1);
+
+    // Row 1: the body's JSON and members.
+    let resp =
+        r.h.request("POST", "/v2/pushes", b"{not json".to_vec())
+            .await;
+    assert_error(&resp, 400, "invalid_request");
+    let mut m = ops.request(&rid(1), &d, T0);
+    m.insert("expectedFrontier".into(), json!("x"));
+    let resp = r.push(&ops.sign(m)).await;
+    let v = assert_error(&resp, 400, "invalid_request");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("expectedFrontier"),
+        "{v}"
+    );
+    let mut m = ops.request(&rid(1), &d, T0);
+    m.remove("collapseId");
+    let v = assert_error(&r.push(&ops.sign(m)).await, 400, "invalid_request");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("collapseId"),
+        "{v}"
+    );
+    let mut m = ops.request(&rid(1), &d, T0);
+    m["targets"] = json!([]);
+    assert_error(&r.push(&ops.sign(m)).await, 400, "invalid_request");
+
+    // Row 2: the signer, enrolled and active.
+    let v = assert_error(
+        &r.push(&stranger.sign(stranger.request(&rid(2), &d, T0)))
+            .await,
+        403,
+        "unknown_signer",
+    );
+    assert_eq!(v["error"]["pushId"], rid(2));
+    assert_error(
+        &r.push(&gone.sign(gone.request(&rid(3), &d, T0))).await,
+        403,
+        "revoked_signer",
+    );
+
+    // Row 3: the signature.
+    let mut signed = ops.sign(ops.request(&rid(4), &d, T0));
+    signed["priority"] = json!("passive");
+    assert_error(&r.push(&signed).await, 401, "bad_signature");
+    let mut signed = ops.sign(ops.request(&rid(4), &d, T0));
+    signed["signature"] = json!("c2hvcnQ");
+    assert_error(&r.push(&signed).await, 401, "bad_signature");
+    let mut signed = ops.sign(ops.request(&rid(4), &d, T0));
+    signed["signature"] = json!(other.sign(other.request(&rid(4), &d, T0))["signature"]);
+    assert_error(&r.push(&signed).await, 401, "bad_signature");
+
+    // Row 4: the topic binding (the relay's default topic when the request names none).
+    assert_error(
+        &r.push(&other.sign(other.request(&rid(5), &d, T0))).await,
+        403,
+        "topic_not_allowed",
+    );
+    let mut m = other.request(&rid(5), &d, T0);
+    m.remove("topic");
+    assert_error(&r.push(&other.sign(m)).await, 403, "topic_not_allowed");
+
+    // Row 5: freshness, 5 minutes before to 30 s after, bounds included.
+    for issued in [T0 - 300_001, T0 + 30_001] {
+        let v = assert_error(
+            &r.push(&ops.sign(ops.request(&rid(6), &d, issued))).await,
+            422,
+            "stale_request",
+        );
+        assert_eq!(v["error"]["pushId"], rid(6));
+    }
+    assert_eq!(sent(&r.h), 0, "nothing refused reached APNs");
+    for (n, issued) in [(7, T0 - 300_000), (8, T0 + 30_000)] {
+        let resp = r
+            .push(&ops.sign(ops.request(&rid(n), &devices(n as u32..n as u32 + 1), issued)))
+            .await;
+        assert_eq!(resp.status, 201, "{}", resp.body);
+    }
+
+    // Row 6: the request id, with another hash.
+    let mut m = ops.request(&rid(7), &devices(7..8), T0);
+    m["priority"] = json!("passive");
+    let v = assert_error(&r.push(&ops.sign(m)).await, 409, "request_id_conflict");
+    assert_eq!(v["error"]["pushId"], rid(7));
+
+    // Over 512 KiB: 413, before anything is parsed.
+    let big = vec![b' '; 512 * 1024 + 1];
+    assert_error(
+        &r.h.request("POST", "/v2/pushes", big).await,
+        413,
+        "too_large",
+    );
+
+    // Two failing checks at once: the earlier row answers.
+    let mut m = stranger.request(&rid(9), &d, T0);
+    m.insert("expectedFrontier".into(), json!(1));
+    assert_error(&r.push(&stranger.sign(m)).await, 400, "invalid_request");
+    let mut s = stranger.sign(stranger.request(&rid(9), &d, T0));
+    s["signature"] = json!("AAAA");
+    assert_error(&r.push(&s).await, 403, "unknown_signer");
+    let mut s = gone.sign(gone.request(&rid(9), &d, T0 - 400_000));
+    s["event"] = json!(true);
+    assert_error(&r.push(&s).await, 403, "revoked_signer");
+    let mut s = other.sign(other.request(&rid(9), &d, T0));
+    s["event"] = json!(true);
+    assert_error(&r.push(&s).await, 401, "bad_signature");
+    assert_error(
+        &r.push(&other.sign(other.request(&rid(9), &d, T0 - 400_000)))
+            .await,
+        403,
+        "topic_not_allowed",
+    );
+    let mut m = ops.request(&rid(7), &devices(7..8), T0 - 400_000);
+    m["priority"] = json!("passive");
+    assert_error(&r.push(&ops.sign(m)).await, 422, "stale_request");
+
+    assert_eq!(sent(&r.h), 2, "only the two accepted pushes reached APNs");
+}
+
+/// The same request again answers 200 with the stored receipt and sends nothing; the same
+/// id with another body is 409 and sends nothing either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_sends_nothing_and_another_body_is_a_conflict() {
+    let r = SignedRelay::start(Options::default()).await;
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    let now = Clock::System.now_ms();
+    let body = ops.sign(ops.request(&rid(1), &devices(0..2), now));
+    let first = r.push(&body).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let receipt = first.json();
+    assert_eq!(receipt["state"], "settled");
+    assert_eq!(receipt["pushId"], rid(1));
+    assert!(receipt["canonicalHash"]
+        .as_str()
+        .unwrap()
+        .starts_with("sha256:"));
+    for t in receipt["targets"].as_object().unwrap().values() {
+        assert_eq!(t["state"], "delivered");
+    }
+    let again = r.push(&body).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.json(), receipt);
+    assert_eq!(sent(&r.h), 2);
+    let mut other = ops.request(&rid(1), &devices(0..2), now);
+    other["event"] = json!(true);
+    assert_error(&r.push(&ops.sign(other)).await, 409, "request_id_conflict");
+    assert_eq!(sent(&r.h), 2);
+    // The receipt names devices by hash only.
+    assert!(!first.body.contains(&device(0)) && !first.body.contains(&"A".repeat(68)));
+}
+
+async fn ten_at_once(r: &SignedRelay) {
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    // Slow APNs, so the ten overlap the first one's delivery.
+    r.h.prod.set_delay(Duration::from_millis(300));
+    let body = ops.sign(ops.request(&rid(10), &devices(40..41), Clock::System.now_ms()));
+    let mut tasks = Vec::new();
+    for _ in 0..10 {
+        let body = body.clone();
+        let h = &r;
+        tasks.push(async move { h.push(&body).await });
+    }
+    let answers = futures_util::future::join_all(tasks).await;
+    let statuses: Vec<u16> = answers.iter().map(|a| a.status).collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        9,
+        "{statuses:?}"
+    );
+    // Replays that came while the first was in flight answer the receipt as it stood.
+    for a in &answers {
+        let v = a.json();
+        assert_eq!(v["pushId"], rid(10));
+        assert!(v["state"] == "pending" || v["state"] == "settled", "{v}");
+    }
+    assert_eq!(
+        r.h.prod.received_for(&device(40)).len(),
+        1,
+        "one APNs request"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_identical_requests_at_once_make_one_apns_request() {
+    ten_at_once(&SignedRelay::start(Options::default()).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_identical_requests_at_once_make_one_apns_request_on_redis() {
+    let redis = RedisServer::start();
+    ten_at_once(&SignedRelay::start(Options::default().var("REDIS_URL", &redis.url())).await).await;
+}
+
+/// Each target gets its own state: delivered on an APNs 200 only, rejected for a dead
+/// token, failed with APNs's status and reason, queued on a transient failure and then
+/// delivered by the retry queue (the stream sees it), coalesced for a duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_target_gets_its_own_state_and_the_retry_queue_settles_the_queued() {
+    let r = SignedRelay::start(Options::default()).await;
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    let d = devices(50..54);
+    r.h.prod
+        .reply_always(&d[1], Reply::new(410, Some("Unregistered")));
+    r.h.prod
+        .reply_always(&d[2], Reply::new(400, Some("BadExpirationDate")));
+    r.h.prod
+        .reply_times(&d[3], Reply::new(503, Some("ServiceUnavailable")), 1);
+    let resp = r
+        .push(&ops.sign(ops.request(&rid(20), &d, Clock::System.now_ms())))
+        .await;
+    assert_eq!(resp.status, 201, "{}", resp.body);
+    let v = resp.json();
+    let key = |i: usize| hash16(&d[i]);
+    let t = &v["targets"];
+    assert_eq!(t[key(0)]["state"], "delivered", "{v}");
+    assert_eq!(t[key(1)]["state"], "rejected", "{v}");
+    assert_eq!(t[key(2)]["state"], "failed", "{v}");
+    assert_eq!(
+        t[key(2)]["failure"],
+        json!({"apnsStatus": 400, "reason": "BadExpirationDate"})
+    );
+    assert_eq!(t[key(3)]["state"], "queued", "{v}");
+    assert_eq!(v["state"], "pending");
+
+    // The stream picks up where the answer left off and ends once the retry delivers.
+    let last = v["events"].as_array().unwrap().last().unwrap()["sequence"]
+        .as_u64()
+        .unwrap();
+    let path = format!("/v2/pushes/{}/events?after={last}", rid(20));
+    let now = Clock::System.now_ms();
+    let mut s = Stream::open(
+        r.h.addr(),
+        &path,
+        &[("authorization", ops.read_auth(&path, now))],
+    )
+    .await;
+    assert_eq!(s.status, 200);
+    let e = s
+        .next(Duration::from_secs(10))
+        .await
+        .expect("the retry's event");
+    assert_eq!((e.id, e.event.as_str()), (last + 1, "target"));
+    assert_eq!(e.data["target"], key(3));
+    assert_eq!(e.data["state"], "delivered");
+    let e = s.next(Duration::from_secs(5)).await.expect("settled");
+    assert_eq!((e.id, e.event.as_str()), (last + 2, "settled"));
+    assert!(
+        s.ends(Duration::from_secs(5)).await,
+        "the stream ends after settled"
+    );
+    assert_eq!(r.h.prod.received_for(&d[3]).len(), 2);
+
+    // A duplicate of a delivered alert is coalesced, and nothing is sent.
+    let mut m = ops.request(&rid(21), &d[..1], Clock::System.now_ms());
+    m["collapseId"] = v["pushId"].as_str().unwrap().replace('-', "").into();
+    let resp = r.push(&ops.sign(m)).await;
+    assert_eq!(
+        resp.json()["targets"][key(0)]["state"],
+        "coalesced",
+        "{}",
+        resp.body
+    );
+    assert_eq!(r.h.prod.received_for(&d[0]).len(), 1);
+
+    // The receipt as read now.
+    let path = format!("/v2/pushes/{}", rid(20));
+    let got = r.read(&ops, &path, Clock::System.now_ms()).await;
+    assert_eq!(got.status, 200);
+    let g = got.json();
+    assert_eq!(g["state"], "settled");
+    assert_eq!(g["targets"][key(3)]["state"], "delivered");
+    let seqs: Vec<u64> = g["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["sequence"].as_u64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+}
+
+fn hash16(token: &str) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Signed reads, in SIGNED.md's order: the header (401, also for a push that does not
+/// exist), the signer (403), the signature (401), freshness (422), another signer (403),
+/// an unknown push (404).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_reads_check_in_order() {
+    let clock = Clock::manual(T0);
+    let (r, ops, other, gone) = relay_with_signers(clock.clone()).await;
+    let resp = r
+        .push(&ops.sign(ops.request(&rid(1), &devices(0..1), T0)))
+        .await;
+    assert_eq!(resp.status, 201);
+    let path = format!("/v2/pushes/{}", rid(1));
+    let missing = format!("/v2/pushes/{}", rid(99));
+
+    for p in [&path, &missing] {
+        assert_error(
+            &r.h.request("GET", p, Vec::new()).await,
+            401,
+            "unauthorized",
+        );
+        let bad = [("authorization", "Bearer x".to_owned())];
+        assert_error(
+            &r.h.request_with("GET", p, &bad, Vec::new()).await,
+            401,
+            "unauthorized",
+        );
+    }
+    let stranger = Signer::new("stranger");
+    assert_error(&r.read(&stranger, &path, T0).await, 403, "unknown_signer");
+    assert_error(&r.read(&gone, &path, T0).await, 403, "revoked_signer");
+    // Signed for another path: the signature does not verify.
+    let auth = ops.read_auth(&missing, T0);
+    let resp =
+        r.h.request_with("GET", &path, &[("authorization", auth)], Vec::new())
+            .await;
+    assert_error(&resp, 401, "bad_signature");
+    assert_error(
+        &r.read(&ops, &path, T0 - 300_001).await,
+        422,
+        "stale_request",
+    );
+    assert_error(
+        &r.read(&ops, &path, T0 + 30_001).await,
+        422,
+        "stale_request",
+    );
+    assert_error(&r.read(&other, &path, T0).await, 403, "forbidden");
+    assert_error(&r.read(&ops, &missing, T0).await, 404, "not_found");
+    let ok = r.read(&ops, &path, T0 - 300_000).await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    assert_eq!(ok.json()["pushId"], rid(1));
+    // The admin API reads any receipt.
+    let (status, v) = r
+        .admin_call("GET", &format!("/admin/v1/pushes/{}", rid(1)), None)
+        .await;
+    assert_eq!((status, &v["pushId"]), (200, &json!(rid(1))));
+    let (status, v) = r
+        .admin_call("GET", &format!("/admin/v1/pushes/{}", rid(99)), None)
+        .await;
+    assert_eq!((status, &v["error"]["code"]), (404, &json!("not_found")));
+}
+
+/// `after=` and `Last-Event-ID` pick the first event; the query wins over the header; the
+/// stream ends after `settled`, at once when it resumes past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_stream_resumes_where_asked() {
+    let r = SignedRelay::start(Options::default()).await;
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    let resp = r
+        .push(&ops.sign(ops.request(&rid(1), &devices(0..1), Clock::System.now_ms())))
+        .await;
+    assert_eq!(resp.status, 201);
+    let base = format!("/v2/pushes/{}/events", rid(1));
+    let read = |path: String, last: Option<&'static str>| {
+        let (r, ops) = (&r, &ops);
+        async move {
+            let mut headers = vec![(
+                "authorization",
+                ops.read_auth(&path, Clock::System.now_ms()),
+            )];
+            if let Some(l) = last {
+                headers.push(("last-event-id", l.to_owned()));
+            }
+            let resp = r.h.request_with("GET", &path, &headers, Vec::new()).await;
+            assert_eq!(resp.status, 200, "{}", resp.body);
+            assert!(resp
+                .header("content-type")
+                .unwrap()
+                .starts_with("text/event-stream"));
+            parse_sse(&resp.body)
+        }
+    };
+    let all = read(base.clone(), None).await;
+    let names: Vec<(u64, &str)> = all.iter().map(|e| (e.id, e.event.as_str())).collect();
+    assert_eq!(names, vec![(1, "accepted"), (2, "target"), (3, "settled")]);
+    assert_eq!(all[1].data["state"], "delivered");
+    assert_eq!(all[1].data["sequence"], 2);
+    assert_eq!(all[0].data, resp.json()["events"][0]);
+    let after1 = read(format!("{base}?after=1"), None).await;
+    assert_eq!(after1.iter().map(|e| e.id).collect::<Vec<_>>(), vec![2, 3]);
+    let header2 = read(base.clone(), Some("2")).await;
+    assert_eq!(header2.iter().map(|e| e.id).collect::<Vec<_>>(), vec![3]);
+    let query_wins = read(format!("{base}?after=0"), Some("2")).await;
+    assert_eq!(query_wins.len(), 3);
+    let past = read(format!("{base}?after=3"), None).await;
+    assert!(past.is_empty());
+    let path = format!("{base}?after=x");
+    let auth = ops.read_auth(&path, Clock::System.now_ms());
+    let bad =
+        r.h.request_with("GET", &path, &[("authorization", auth)], Vec::new())
+            .await;
+    assert_error(&bad, 400, "invalid_request");
+}
+
+/// Store round trips per signed push: three for one target (the receipt begun, the
+/// admission, the outcomes recorded), one more per extra target; a replay costs one. The
+/// signer comes from the replica's cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trips_per_signed_push() {
+    let redis = RedisServer::start();
+    let r = SignedRelay::start(Options::default().var("REDIS_URL", &redis.url())).await;
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    // Warm up: the signer cached, every script loaded.
+    let now = Clock::System.now_ms();
+    assert_eq!(
+        r.push(&ops.sign(ops.request(&rid(1), &devices(0..1), now)))
+            .await
+            .status,
+        201
+    );
+    let scripts = |before: &std::collections::HashMap<String, u64>| {
+        let after = redis.command_calls();
+        let d = |k: &str| after.get(k).copied().unwrap_or(0) - before.get(k).copied().unwrap_or(0);
+        // The retry worker's polls are one EVALSHA each, running one ZRANGEBYSCORE.
+        d("evalsha") - d("zrangebyscore")
+    };
+    let signer_loads = || async {
+        let m = r.h.admin("/metrics").await.body;
+        m.lines()
+            .find(|l| l.starts_with(r#"sealrelay_store_duration_seconds_count{op="signer_get"}"#))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // The cache is cleared once when the replica's subscription to signer changes takes
+    // (what changed before it could have been missed): warm up until a push loads nothing.
+    let mut loads = signer_loads().await;
+    assert!(loads >= 1, "the first push loaded the signer");
+    for n in 100.. {
+        assert!(n < 150, "the signer cache never settled");
+        let body = ops.sign(ops.request(&rid(n), &devices(n as u32..n as u32 + 1), now));
+        assert_eq!(r.push(&body).await.status, 201);
+        let l = signer_loads().await;
+        if l == loads {
+            break;
+        }
+        loads = l;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (n, targets, want) in [(2u64, 1u32, 3u64), (3, 5, 7)] {
+        let body = ops.sign(ops.request(
+            &rid(n),
+            &devices(n as u32 * 10..n as u32 * 10 + targets),
+            now,
+        ));
+        let before = redis.command_calls();
+        assert_eq!(r.push(&body).await.status, 201);
+        let got = scripts(&before);
+        if got != want {
+            let after = redis.command_calls();
+            let diff: Vec<_> = after
+                .iter()
+                .filter(|(k, v)| before.get(*k) != Some(v))
+                .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+                .collect();
+            panic!("{targets} targets: {got} scripts, want {want}: {diff:?}");
+        }
+        let before = redis.command_calls();
+        assert_eq!(r.push(&body).await.status, 200);
+        assert_eq!(scripts(&before), 1, "a replay");
+    }
+    assert_eq!(
+        signer_loads().await,
+        loads,
+        "the signer came from the cache"
+    );
+}
+
+/// While the shared store is away, `/v2` answers 503 with `Retry-After`, also in the
+/// degrade mode in which v1 keeps answering from this replica's memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_away_is_503_even_while_v1_degrades() {
+    let mut redis = RedisServer::start();
+    let r = SignedRelay::start(
+        Options::default()
+            .var("REDIS_URL", &redis.url())
+            .var("RELAY_REDIS_TIMEOUT_MS", "200"),
+    )
+    .await;
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    let now = Clock::System.now_ms();
+    assert_eq!(
+        r.push(&ops.sign(ops.request(&rid(1), &devices(0..1), now)))
+            .await
+            .status,
+        201
+    );
+    redis.stop();
+    let started = Instant::now();
+    let resp = r
+        .push(&ops.sign(ops.request(&rid(2), &devices(1..2), now)))
+        .await;
+    let v = assert_error(&resp, 503, "unavailable");
+    assert_eq!(resp.header("retry-after"), Some("1"));
+    assert_eq!(v["error"]["pushId"], rid(2));
+    assert!(started.elapsed() < Duration::from_secs(3));
+    // v1 degrades to this replica's memory and still forwards.
+    let v1 = r.h.post(&envelope(&device(2), &id(2))).await;
+    assert_eq!(v1.status, 202, "{}", v1.body);
+    assert!(r.h.relay.degraded());
+    let resp = r
+        .push(&ops.sign(ops.request(&rid(3), &devices(3..4), now)))
+        .await;
+    assert_error(&resp, 503, "unavailable");
+    let (status, v) = r.admin_call("GET", "/admin/v1/signers", None).await;
+    assert_eq!((status, &v["error"]["code"]), (503, &json!("unavailable")));
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        // A fresh Redis: the signer is enrolled again once the store answers.
+        let (status, _) = r
+            .admin_call(
+                "PUT",
+                &format!("/admin/v1/signers/{}", ops.id),
+                Some(json!({"publicKey": ops.public(), "topics": [TOPIC]})),
+            )
+            .await;
+        let resp = r
+            .push(&ops.sign(ops.request(&rid(4), &devices(4..5), Clock::System.now_ms())))
+            .await;
+        if resp.status == 201 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never recovered: {status} {}",
+            resp.body
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        r.h.prod.received_for(&device(1)).is_empty(),
+        "the refused push was not sent"
+    );
+}
+
+/// Wrong methods and paths on `/v2` answer in the envelope.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wrong_methods_answer_405_in_the_envelope() {
+    let r = SignedRelay::start(Options::default()).await;
+    let resp = r.h.request("GET", "/v2/pushes", Vec::new()).await;
+    assert_error(&resp, 405, "method_not_allowed");
+    let resp =
+        r.h.request("DELETE", &format!("/v2/pushes/{}", rid(1)), Vec::new())
+            .await;
+    assert_error(&resp, 405, "method_not_allowed");
+}
+
+/// Enrolment over the admin API: 201 then 200, strict bodies, the list, revocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signers_are_enrolled_listed_and_revoked() {
+    let r = SignedRelay::start(Options::default()).await;
+    let s = Signer::new("ops-eu-1");
+    let path = format!("/admin/v1/signers/{}", s.id);
+    let body = json!({"publicKey": s.public(), "topics": [TOPIC]});
+    let (status, v) = r.admin_call("PUT", &path, Some(body.clone())).await;
+    assert_eq!(status, 201, "{v}");
+    assert_eq!(v["state"], "active");
+    let (status, _) = r
+        .admin_call(
+            "PUT",
+            &path,
+            Some(json!({"publicKey": s.public(), "topics": [TOPIC, "com.example.b"]})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    for bad in [
+        json!({"publicKey": "AAAA", "topics": [TOPIC]}),
+        json!({"publicKey": s.public(), "topics": []}),
+        json!({"publicKey": s.public(), "topics": ["has space"]}),
+        json!({"publicKey": s.public(), "topics": [TOPIC, TOPIC]}),
+        json!({"publicKey": s.public(), "topics": [TOPIC], "extra": 1}),
+        json!([1]),
+    ] {
+        let (status, v) = r.admin_call("PUT", &path, Some(bad.clone())).await;
+        assert_eq!(
+            (status, &v["error"]["code"]),
+            (400, &json!("invalid_request")),
+            "{bad}"
+        );
+    }
+    let (status, v) = r
+        .admin_call("PUT", "/admin/v1/signers/rsa:nope", Some(body))
+        .await;
+    assert_eq!(
+        (status, &v["error"]["code"]),
+        (400, &json!("invalid_request"))
+    );
+    let (status, v) = r.admin_call("GET", "/admin/v1/signers", None).await;
+    assert_eq!(status, 200);
+    let list = v["signers"].as_array().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["keyId"], s.id);
+    assert_eq!(list[0]["publicKey"], s.public());
+    assert_eq!(list[0]["topics"], json!([TOPIC, "com.example.b"]));
+    assert!(list[0]["createdAtMs"].as_i64().unwrap() <= list[0]["updatedAtMs"].as_i64().unwrap());
+    let (status, v) = r.admin_call("POST", &format!("{path}/revoke"), None).await;
+    assert_eq!((status, &v["state"]), (200, &json!("revoked")));
+    assert!(v["revokedAtMs"].is_i64());
+    let (status, _) = r
+        .admin_call("POST", "/admin/v1/signers/ed25519:nobody/revoke", None)
+        .await;
+    assert_eq!(status, 404);
+    let (status, v) = r.admin_call("GET", "/admin/v1/nothing", None).await;
+    assert_eq!((status, &v["error"]["code"]), (404, &json!("not_found")));
+    // The admin API is not on the public listener.
+    let resp = r.h.request("GET", "/admin/v1/signers", Vec::new()).await;
+    assert_eq!(resp.status, 404);
+}
+
+/// What the parser and the handler do with hostile bodies: never a panic, always the
+/// envelope, never an APNs request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_bodies_get_the_envelope() {
+    let r = SignedRelay::start(Options::default()).await;
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    let deep = "[".repeat(10_000) + &"]".repeat(10_000);
+    let bodies: Vec<Vec<u8>> = vec![
+        Vec::new(),
+        b"null".to_vec(),
+        b"\xff\xfe".to_vec(),
+        deep.into_bytes(),
+        br#"{"schemaVersion":"2","schemaVersion":"2"}"#.to_vec(),
+        serde_json::to_vec(&json!({"targets": [{"device": 1}]})).unwrap(),
+        br#"{"issuedAtMs":1e400}"#.to_vec(),
+    ];
+    for b in bodies {
+        let resp = r.h.request("POST", "/v2/pushes", b.clone()).await;
+        assert_error(&resp, 400, "invalid_request");
+    }
+    assert_eq!(sent(&r.h), 0);
+}
