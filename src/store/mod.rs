@@ -22,6 +22,7 @@
 //! events (a refusal, a queued forward, a fallback, a busy client).
 
 pub mod fanout;
+pub mod mailbox;
 pub mod memory;
 pub mod queue;
 pub mod receipts;
@@ -116,6 +117,7 @@ pub struct QueueStats {
 struct Shared {
     store: redis::RedisStore,
     signed: redis::signed::Signed,
+    mailboxes: redis::mailbox::RedisMailboxes,
     queue: Option<RedisQueue>,
     on_failure: RedisFailure,
     degraded: Arc<AtomicBool>,
@@ -145,6 +147,7 @@ pub const OPS: &[&str] = &[
     "signer_enroll",
     "signer_revoke",
     "signer_list",
+    "mailbox",
 ];
 
 /// The state the relay uses.
@@ -154,6 +157,7 @@ pub struct Store {
     memory_queue: MemoryQueue,
     memory_receipts: receipts::MemoryReceipts,
     memory_signers: signers::MemorySigners,
+    memory_mailboxes: mailbox::MemoryMailboxes,
     /// Key prefix, for channel names (empty in process).
     prefix: String,
     redis: Option<Shared>,
@@ -169,6 +173,7 @@ impl Store {
             memory_queue: MemoryQueue::default(),
             memory_receipts: receipts::MemoryReceipts::default(),
             memory_signers: signers::MemorySigners::default(),
+            memory_mailboxes: mailbox::MemoryMailboxes::default(),
             prefix: String::new(),
             redis: None,
             fanout: fanout::Fanout::memory(),
@@ -187,14 +192,17 @@ impl Store {
     ) -> Self {
         let prefix = store.prefix().to_owned();
         let signed = redis::signed::Signed::new(store.pool().clone(), &prefix);
+        let mailboxes = redis::mailbox::RedisMailboxes::new(store.pool().clone(), &prefix);
         Self {
             memory: memory::MemoryStore::new(policy),
             memory_queue: MemoryQueue::default(),
             memory_receipts: receipts::MemoryReceipts::default(),
             memory_signers: signers::MemorySigners::default(),
+            memory_mailboxes: mailbox::MemoryMailboxes::default(),
             prefix,
             redis: Some(Shared {
                 signed,
+                mailboxes,
                 store,
                 queue,
                 on_failure,
@@ -813,6 +821,64 @@ impl Store {
     /// Forgets in-process receipts past their TTL (called periodically).
     pub fn sweep_receipts(&self, now_ms: i64) {
         self.memory_receipts.sweep(now_ms);
+    }
+}
+
+/// Mailboxes (MAILBOX.md): like receipts, they need the shared store (every limit is
+/// cluster-wide and any replica serves any request), so while degraded they fail and the
+/// front-end answers 503. Without Redis (one replica) they live in process.
+impl Store {
+    /// The channel a mailbox's live sockets listen on: `seq <dir> <n>` after each stored
+    /// envelope, `erase`, and the signal rendezvous's messages.
+    pub fn mailbox_channel(&self, name: &mailbox::Name) -> fanout::Channel {
+        fanout::Channel::sharded(format!("{}{{mb:{}}}:ev", self.prefix, name.as_str()))
+    }
+
+    /// One mailbox request (see [`mailbox::Op`]) for the bearer whose SHA-256 hex is
+    /// `bearer`. One round trip on Redis; what live sockets must hear is published by the
+    /// same script (in process: here).
+    pub async fn mailbox(
+        &self,
+        name: &mailbox::Name,
+        bearer: &str,
+        op: &mailbox::Op,
+        now_ms: i64,
+        limits: mailbox::Limits,
+    ) -> Result<mailbox::Answer, StoreError> {
+        match self.shared_or_memory()? {
+            Some(s) => {
+                self.timed(
+                    "mailbox",
+                    s.mailboxes.apply(name, bearer, op, now_ms, limits),
+                )
+                .await
+            }
+            None => {
+                let answer = self
+                    .memory_mailboxes
+                    .apply(name, bearer, op, now_ms, limits);
+                let note = match (op, &answer) {
+                    (mailbox::Op::Put { dir, seq, .. }, mailbox::Answer::Stored(_)) => {
+                        Some(format!("seq {} {seq}", dir.as_str()))
+                    }
+                    (mailbox::Op::Erase, mailbox::Answer::Done) => Some("erase".to_owned()),
+                    _ => None,
+                };
+                if let Some(note) = note {
+                    // Best effort, like Redis pub/sub: the request's answer stands.
+                    let _ = self
+                        .fanout
+                        .publish(&self.mailbox_channel(name), note.as_bytes(), now_ms)
+                        .await;
+                }
+                Ok(answer)
+            }
+        }
+    }
+
+    /// Forgets in-process mailboxes idle past their time (called periodically).
+    pub fn sweep_mailboxes(&self, now_ms: i64) {
+        self.memory_mailboxes.sweep(now_ms);
     }
 }
 

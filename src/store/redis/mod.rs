@@ -12,6 +12,7 @@
 //! every write sets a TTL, so nothing outlives its use.
 
 pub mod fanout;
+pub mod mailbox;
 pub mod policy;
 pub mod queue;
 pub mod signed;

@@ -1,0 +1,800 @@
+//! Mailboxes as the store keeps them (MAILBOX.md), and the rules every request follows: one
+//! operation per request, applied atomically after the bearer check and the bucket token,
+//! by the in-process store under a lock ([`MemoryMailboxes`]) and by `mailbox.lua` in one
+//! script on Redis (a differential test binds the two).
+//!
+//! A mailbox is named in the store by the first 32 hex of SHA-256 of `<app>/<id>`
+//! ([`Name`]), so a copy of the store reveals no mailbox id; it keeps the SHA-256 of its
+//! bearer, its buckets, and per direction its envelopes (seq -> bytes), its sealed push
+//! registration and until when its reader is in the foreground. Everything of a mailbox
+//! lives under one hash tag and expires `idle` after the last write or claim.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use bytes::Bytes;
+
+use crate::policy::gcra_take;
+
+/// A direction of a mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dir {
+    /// Primary to companion.
+    P2c,
+    /// Companion to primary.
+    C2p,
+}
+
+impl Dir {
+    /// The path segment.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dir::P2c => "p2c",
+            Dir::C2p => "c2p",
+        }
+    }
+
+    /// From the path segment.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "p2c" => Some(Dir::P2c),
+            "c2p" => Some(Dir::C2p),
+            _ => None,
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Dir::P2c => 0,
+            Dir::C2p => 1,
+        }
+    }
+}
+
+/// A side of a mailbox's signal rendezvous.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// The primary device.
+    Primary,
+    /// The companion device.
+    Companion,
+}
+
+impl Side {
+    /// The path segment.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Primary => "primary",
+            Side::Companion => "companion",
+        }
+    }
+
+    /// From the path segment.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "primary" => Some(Side::Primary),
+            "companion" => Some(Side::Companion),
+            _ => None,
+        }
+    }
+
+    /// The other side.
+    pub fn other(self) -> Self {
+        match self {
+            Side::Primary => Side::Companion,
+            Side::Companion => Side::Primary,
+        }
+    }
+}
+
+/// The buckets of the spec's rate-limit table, per mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bucket {
+    /// Envelopes stored: 120, 2 per second.
+    Envelopes,
+    /// Fetches, HEADs, prunes (and claims and erasures): 240, 4 per second.
+    Reads,
+    /// WebSocket connections, watch and signal: 20, 1 per 5 seconds.
+    Sockets,
+    /// Signal frames of one side: 400, 50 per second.
+    Frames(Side),
+    /// Pushes sent on one direction: 20, 1 per 2 seconds.
+    Pushes(Dir),
+    /// Push registrations: 10, 1 per minute.
+    Registrations,
+    /// ICE credentials: 6, 1 per 30 seconds.
+    Ice,
+}
+
+impl Bucket {
+    /// Burst and the microseconds one token takes to come back.
+    pub fn rate(self) -> (i64, i64) {
+        match self {
+            Bucket::Envelopes => (120, 500_000),
+            Bucket::Reads => (240, 250_000),
+            Bucket::Sockets => (20, 5_000_000),
+            Bucket::Frames(_) => (400, 20_000),
+            Bucket::Pushes(_) => (20, 2_000_000),
+            Bucket::Registrations => (10, 60_000_000),
+            Bucket::Ice => (6, 30_000_000),
+        }
+    }
+
+    /// The field it is kept in, and its metric label.
+    pub fn field(self) -> &'static str {
+        match self {
+            Bucket::Envelopes => "t:env",
+            Bucket::Reads => "t:read",
+            Bucket::Sockets => "t:ws",
+            Bucket::Frames(Side::Primary) => "t:sig:primary",
+            Bucket::Frames(Side::Companion) => "t:sig:companion",
+            Bucket::Pushes(Dir::P2c) => "t:push:p2c",
+            Bucket::Pushes(Dir::C2p) => "t:push:c2p",
+            Bucket::Registrations => "t:reg",
+            Bucket::Ice => "t:ice",
+        }
+    }
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Bucket::Envelopes => "envelopes",
+            Bucket::Reads => "reads",
+            Bucket::Sockets => "sockets",
+            Bucket::Frames(_) => "signal_frames",
+            Bucket::Pushes(_) => "pushes",
+            Bucket::Registrations => "registrations",
+            Bucket::Ice => "ice",
+        }
+    }
+}
+
+/// Every bucket label, for the series registered at start-up.
+pub const BUCKET_LABELS: &[&str] = &[
+    "envelopes",
+    "reads",
+    "sockets",
+    "signal_frames",
+    "pushes",
+    "registrations",
+    "ice",
+];
+
+/// How long a watch's `ping` marks its direction's reader as in the foreground, ms.
+pub const FOREGROUND_MS: i64 = 45_000;
+
+/// The store's name of a mailbox: the first 32 hex of SHA-256 of `<app>/<id>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Name(String);
+
+impl Name {
+    /// The name of mailbox `id` of `app`.
+    pub fn of(app: &str, id: &str) -> Self {
+        let d = ring::digest::digest(&ring::digest::SHA256, format!("{app}/{id}").as_bytes());
+        Name(crate::device::hex(&d.as_ref()[..16]))
+    }
+
+    /// The 32 hex.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The limits of every mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// A mailbox with no write and no claim for this long is gone, ms.
+    pub idle_ms: i64,
+    /// Envelopes one direction holds at most.
+    pub max_envelopes: usize,
+}
+
+/// The most stored bytes one list answer carries.
+pub const LIST_MAX_BYTES: usize = 1 << 20;
+
+/// What a request does, once its bearer and bucket pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Claim (or heartbeat-claim) the mailbox.
+    Claim,
+    /// Erase it with everything in it.
+    Erase,
+    /// Store an envelope; with `notify`, also decide on a push to the direction's reader.
+    Put {
+        /// The direction.
+        dir: Dir,
+        /// Its sequence number.
+        seq: u64,
+        /// The bytes.
+        data: Bytes,
+        /// Whether the writer asked for a push.
+        notify: bool,
+    },
+    /// Envelopes after `after`, at most `limit`.
+    List {
+        /// The direction.
+        dir: Dir,
+        /// Exclusive lower bound.
+        after: u64,
+        /// At most this many.
+        limit: usize,
+    },
+    /// One envelope.
+    Get {
+        /// The direction.
+        dir: Dir,
+        /// Its sequence number.
+        seq: u64,
+    },
+    /// The direction's highest seq and count.
+    Head {
+        /// The direction.
+        dir: Dir,
+    },
+    /// Removes every envelope with seq at most `upto`.
+    Prune {
+        /// The direction.
+        dir: Dir,
+        /// Inclusive upper bound.
+        upto: u64,
+    },
+    /// Stores the direction's sealed push registration.
+    Register {
+        /// The direction.
+        dir: Dir,
+        /// The sealed registration.
+        sealed: Bytes,
+    },
+    /// Removes the direction's push registration.
+    Unregister {
+        /// The direction.
+        dir: Dir,
+    },
+    /// Removes the registration only if it is still `sealed` (the push service said the
+    /// token is dead; a newer registration stays). Takes no bucket token.
+    Forget {
+        /// The direction.
+        dir: Dir,
+        /// The registration the push used.
+        sealed: Bytes,
+    },
+    /// A watch or signal socket opens.
+    Socket,
+    /// A watch's `ping`: the direction's reader is in the foreground. Takes no bucket
+    /// token (the socket's own rate bounds it).
+    Ping {
+        /// The direction.
+        dir: Dir,
+    },
+    /// ICE credentials are handed out.
+    Ice,
+}
+
+impl Op {
+    /// The bucket the request takes a token from, if any.
+    pub fn bucket(&self) -> Option<Bucket> {
+        match self {
+            Op::Put { .. } => Some(Bucket::Envelopes),
+            Op::Claim
+            | Op::Erase
+            | Op::List { .. }
+            | Op::Get { .. }
+            | Op::Head { .. }
+            | Op::Prune { .. } => Some(Bucket::Reads),
+            Op::Register { .. } | Op::Unregister { .. } => Some(Bucket::Registrations),
+            Op::Socket => Some(Bucket::Sockets),
+            Op::Ice => Some(Bucket::Ice),
+            Op::Forget { .. } | Op::Ping { .. } => None,
+        }
+    }
+}
+
+/// What became of a push the writer asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushDecision {
+    /// None was asked, or the envelope was not new.
+    NotAsked,
+    /// The reader is in the foreground.
+    Foreground,
+    /// The direction's push bucket is empty.
+    Throttled,
+    /// No registration.
+    Unregistered,
+    /// Send: the sealed registration.
+    Send(Bytes),
+}
+
+impl PushDecision {
+    /// The metric label of a push not sent.
+    pub fn label(&self) -> &'static str {
+        match self {
+            PushDecision::NotAsked => "not_asked",
+            PushDecision::Foreground => "foreground",
+            PushDecision::Throttled => "rate_limited",
+            PushDecision::Unregistered => "no_registration",
+            PushDecision::Send(_) => "send",
+        }
+    }
+}
+
+/// One stored envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    /// Its sequence number.
+    pub seq: u64,
+    /// The bytes.
+    pub data: Bytes,
+}
+
+/// The answer to a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// No such mailbox (never claimed, erased, or idle too long).
+    NotFound,
+    /// Another bearer holds it.
+    Forbidden,
+    /// The bucket is empty: whole seconds until a token is back.
+    RateLimited(u64),
+    /// A claim made the mailbox.
+    Created,
+    /// A claim by its bearer (the idle timer restarted).
+    Claimed,
+    /// Stored (201), and what became of the push asked for.
+    Stored(PushDecision),
+    /// The same bytes were already at that seq (204; nothing changed).
+    Same,
+    /// Other bytes are at that seq (409).
+    Conflict,
+    /// The direction is full (507).
+    Full,
+    /// A list: the envelopes, the highest seq stored (0 if none), whether it was cut.
+    Listed {
+        /// Ascending.
+        envelopes: Vec<Envelope>,
+        /// The highest seq stored.
+        last: u64,
+        /// Whether more follow.
+        more: bool,
+    },
+    /// One envelope's bytes, or `None` when absent.
+    Got(Option<Bytes>),
+    /// The direction's highest seq (0 if none) and count.
+    Head {
+        /// The highest seq stored.
+        last: u64,
+        /// How many are stored.
+        count: u64,
+    },
+    /// Done (erase, prune, register, unregister, forget, socket, ping, ICE).
+    Done,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Direction {
+    envelopes: BTreeMap<u64, Bytes>,
+    registration: Option<Bytes>,
+    foreground_until_ms: i64,
+}
+
+#[derive(Debug, Clone)]
+struct Mailbox {
+    bearer: String,
+    buckets: HashMap<&'static str, i64>,
+    dirs: [Direction; 2],
+    expires_ms: i64,
+}
+
+/// Applies `op` for the bearer whose SHA-256 is `bearer` to the mailbox `current`: the
+/// answer, and whether the mailbox must be dropped (erase). Creating the mailbox is the
+/// caller's ([`MemoryMailboxes::apply`]).
+fn apply(current: &mut Mailbox, bearer: &str, op: &Op, now_ms: i64, limits: Limits) -> Answer {
+    if current.bearer != bearer {
+        return Answer::Forbidden;
+    }
+    if let Some(b) = op.bucket() {
+        let (capacity, emission) = b.rate();
+        let tat = current.buckets.get(b.field()).copied().unwrap_or(0);
+        match gcra_take(tat, now_ms * 1000, emission, capacity) {
+            Ok(t) => {
+                current.buckets.insert(b.field(), t);
+            }
+            Err(retry) => return Answer::RateLimited(retry),
+        }
+    }
+    let touch = |m: &mut Mailbox| m.expires_ms = now_ms + limits.idle_ms;
+    match op {
+        Op::Claim => {
+            touch(current);
+            Answer::Claimed
+        }
+        Op::Erase => Answer::Done,
+        Op::Put {
+            dir,
+            seq,
+            data,
+            notify,
+        } => {
+            let d = &mut current.dirs[dir.index()];
+            if let Some(have) = d.envelopes.get(seq) {
+                return if have == data {
+                    Answer::Same
+                } else {
+                    Answer::Conflict
+                };
+            }
+            if d.envelopes.len() >= limits.max_envelopes {
+                return Answer::Full;
+            }
+            d.envelopes.insert(*seq, data.clone());
+            let decision = if !notify {
+                PushDecision::NotAsked
+            } else if d.foreground_until_ms > now_ms {
+                PushDecision::Foreground
+            } else if let Some(r) = d.registration.clone() {
+                let b = Bucket::Pushes(*dir);
+                let (capacity, emission) = b.rate();
+                let tat = current.buckets.get(b.field()).copied().unwrap_or(0);
+                match gcra_take(tat, now_ms * 1000, emission, capacity) {
+                    Err(_) => PushDecision::Throttled,
+                    Ok(t) => {
+                        current.buckets.insert(b.field(), t);
+                        PushDecision::Send(r)
+                    }
+                }
+            } else {
+                PushDecision::Unregistered
+            };
+            touch(current);
+            Answer::Stored(decision)
+        }
+        Op::List { dir, after, limit } => {
+            let d = &current.dirs[dir.index()];
+            let last = d.envelopes.keys().next_back().copied().unwrap_or(0);
+            let mut envelopes = Vec::new();
+            let mut bytes = 0usize;
+            let mut more = false;
+            for (seq, data) in d.envelopes.range(after.saturating_add(1)..) {
+                if envelopes.len() == *limit || bytes + data.len() > LIST_MAX_BYTES {
+                    more = true;
+                    break;
+                }
+                bytes += data.len();
+                envelopes.push(Envelope {
+                    seq: *seq,
+                    data: data.clone(),
+                });
+            }
+            Answer::Listed {
+                envelopes,
+                last,
+                more,
+            }
+        }
+        Op::Get { dir, seq } => Answer::Got(current.dirs[dir.index()].envelopes.get(seq).cloned()),
+        Op::Head { dir } => {
+            let d = &current.dirs[dir.index()];
+            Answer::Head {
+                last: d.envelopes.keys().next_back().copied().unwrap_or(0),
+                count: d.envelopes.len() as u64,
+            }
+        }
+        Op::Prune { dir, upto } => {
+            let d = &mut current.dirs[dir.index()];
+            d.envelopes = d.envelopes.split_off(&upto.saturating_add(1));
+            Answer::Done
+        }
+        Op::Register { dir, sealed } => {
+            current.dirs[dir.index()].registration = Some(sealed.clone());
+            Answer::Done
+        }
+        Op::Unregister { dir } => {
+            current.dirs[dir.index()].registration = None;
+            Answer::Done
+        }
+        Op::Forget { dir, sealed } => {
+            let d = &mut current.dirs[dir.index()];
+            if d.registration.as_ref() == Some(sealed) {
+                d.registration = None;
+            }
+            Answer::Done
+        }
+        Op::Socket | Op::Ice => Answer::Done,
+        Op::Ping { dir } => {
+            current.dirs[dir.index()].foreground_until_ms = now_ms + FOREGROUND_MS;
+            Answer::Done
+        }
+    }
+}
+
+/// Mailboxes in process memory.
+#[derive(Debug, Default)]
+pub struct MemoryMailboxes {
+    map: Mutex<HashMap<Name, Mailbox>>,
+}
+
+impl MemoryMailboxes {
+    /// Applies one request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer`.
+    pub fn apply(&self, name: &Name, bearer: &str, op: &Op, now_ms: i64, limits: Limits) -> Answer {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if map.get(name).is_some_and(|m| m.expires_ms <= now_ms) {
+            map.remove(name);
+        }
+        let Some(m) = map.get_mut(name) else {
+            if *op != Op::Claim {
+                return Answer::NotFound;
+            }
+            let mut m = Mailbox {
+                bearer: bearer.to_owned(),
+                buckets: HashMap::new(),
+                dirs: Default::default(),
+                expires_ms: now_ms + limits.idle_ms,
+            };
+            // The claim that makes the mailbox spends its first token like any other.
+            let (capacity, emission) = Bucket::Reads.rate();
+            if let Ok(t) = gcra_take(0, now_ms * 1000, emission, capacity) {
+                m.buckets.insert(Bucket::Reads.field(), t);
+            }
+            map.insert(name.clone(), m);
+            return Answer::Created;
+        };
+        let answer = apply(m, bearer, op, now_ms, limits);
+        if *op == Op::Erase && answer == Answer::Done {
+            map.remove(name);
+        }
+        answer
+    }
+
+    /// Forgets mailboxes idle past their time (called periodically).
+    pub fn sweep(&self, now_ms: i64) {
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, m| m.expires_ms > now_ms);
+    }
+
+    /// Mailboxes held.
+    pub fn len(&self) -> usize {
+        self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: i64 = 1_790_000_000_000;
+    const LIMITS: Limits = Limits {
+        idle_ms: 60_000,
+        max_envelopes: 3,
+    };
+
+    fn put(dir: Dir, seq: u64, data: &'static [u8], notify: bool) -> Op {
+        Op::Put {
+            dir,
+            seq,
+            data: Bytes::from_static(data),
+            notify,
+        }
+    }
+
+    #[test]
+    fn claim_put_list_and_the_bearer() {
+        let m = MemoryMailboxes::default();
+        let n = Name::of("chat", "abcdefghijklmnop");
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 1, b"x", false), T0, LIMITS),
+            Answer::NotFound
+        );
+        assert_eq!(m.apply(&n, "b", &Op::Claim, T0, LIMITS), Answer::Created);
+        assert_eq!(m.apply(&n, "b", &Op::Claim, T0, LIMITS), Answer::Claimed);
+        assert_eq!(
+            m.apply(&n, "other", &Op::Claim, T0, LIMITS),
+            Answer::Forbidden
+        );
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 2, b"x", false), T0, LIMITS),
+            Answer::Stored(PushDecision::NotAsked)
+        );
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 2, b"x", true), T0, LIMITS),
+            Answer::Same
+        );
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 2, b"y", false), T0, LIMITS),
+            Answer::Conflict
+        );
+        m.apply(&n, "b", &put(Dir::P2c, 5, b"z", false), T0, LIMITS);
+        m.apply(&n, "b", &put(Dir::P2c, 9, b"w", false), T0, LIMITS);
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 10, b"v", false), T0, LIMITS),
+            Answer::Full
+        );
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::C2p, 10, b"v", false), T0, LIMITS),
+            Answer::Stored(PushDecision::NotAsked)
+        );
+        let listed = m.apply(
+            &n,
+            "b",
+            &Op::List {
+                dir: Dir::P2c,
+                after: 2,
+                limit: 1,
+            },
+            T0,
+            LIMITS,
+        );
+        assert_eq!(
+            listed,
+            Answer::Listed {
+                envelopes: vec![Envelope {
+                    seq: 5,
+                    data: Bytes::from_static(b"z")
+                }],
+                last: 9,
+                more: true
+            }
+        );
+        assert_eq!(
+            m.apply(
+                &n,
+                "b",
+                &Op::Prune {
+                    dir: Dir::P2c,
+                    upto: 5
+                },
+                T0,
+                LIMITS
+            ),
+            Answer::Done
+        );
+        assert_eq!(
+            m.apply(&n, "b", &Op::Head { dir: Dir::P2c }, T0, LIMITS),
+            Answer::Head { last: 9, count: 1 }
+        );
+        assert_eq!(m.apply(&n, "b", &Op::Erase, T0, LIMITS), Answer::Done);
+        assert_eq!(
+            m.apply(&n, "b", &Op::Head { dir: Dir::P2c }, T0, LIMITS),
+            Answer::NotFound
+        );
+    }
+
+    #[test]
+    fn idle_expiry_counts_writes_and_claims_not_reads() {
+        let m = MemoryMailboxes::default();
+        let n = Name::of("chat", "abcdefghijklmnop");
+        m.apply(&n, "b", &Op::Claim, T0, LIMITS);
+        m.apply(&n, "b", &Op::Head { dir: Dir::P2c }, T0 + 59_000, LIMITS);
+        assert_eq!(
+            m.apply(&n, "b", &Op::Head { dir: Dir::P2c }, T0 + 60_000, LIMITS),
+            Answer::NotFound
+        );
+        m.apply(&n, "b", &Op::Claim, T0 + 60_000, LIMITS);
+        m.apply(
+            &n,
+            "b",
+            &put(Dir::P2c, 1, b"x", false),
+            T0 + 100_000,
+            LIMITS,
+        );
+        assert!(matches!(
+            m.apply(&n, "b", &Op::Head { dir: Dir::P2c }, T0 + 159_999, LIMITS),
+            Answer::Head { .. }
+        ));
+        m.sweep(T0 + 160_000);
+        assert_eq!(m.len(), 0);
+    }
+
+    #[test]
+    fn pushes_follow_the_foreground_the_bucket_and_the_registration() {
+        let m = MemoryMailboxes::default();
+        let n = Name::of("chat", "abcdefghijklmnop");
+        m.apply(&n, "b", &Op::Claim, T0, LIMITS);
+        let big = Limits {
+            max_envelopes: 1000,
+            ..LIMITS
+        };
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 1, b"x", true), T0, big),
+            Answer::Stored(PushDecision::Unregistered)
+        );
+        let sealed = Bytes::from_static(b"sealed");
+        m.apply(
+            &n,
+            "b",
+            &Op::Register {
+                dir: Dir::P2c,
+                sealed: sealed.clone(),
+            },
+            T0,
+            big,
+        );
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 2, b"x", true), T0, big),
+            Answer::Stored(PushDecision::Send(sealed.clone()))
+        );
+        m.apply(&n, "b", &Op::Ping { dir: Dir::P2c }, T0, big);
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 3, b"x", true), T0 + 44_999, big),
+            Answer::Stored(PushDecision::Foreground)
+        );
+        // 20 pushes in a burst (two spent above), then the bucket is empty.
+        let t = T0 + 45_000;
+        let mut sent = 0;
+        for seq in 10..40 {
+            if let Answer::Stored(PushDecision::Send(_)) =
+                m.apply(&n, "b", &put(Dir::P2c, seq, b"x", true), t, big)
+            {
+                sent += 1;
+            }
+        }
+        assert!((18..=20).contains(&sent), "{sent}");
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 50, b"x", true), t, big),
+            Answer::Stored(PushDecision::Throttled)
+        );
+        // A dead token is forgotten only if the registration is still the one used.
+        m.apply(
+            &n,
+            "b",
+            &Op::Forget {
+                dir: Dir::P2c,
+                sealed: Bytes::from_static(b"old"),
+            },
+            t,
+            big,
+        );
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 51, b"x", true), t + 2_000, big),
+            Answer::Stored(PushDecision::Send(sealed.clone()))
+        );
+        m.apply(
+            &n,
+            "b",
+            &Op::Forget {
+                dir: Dir::P2c,
+                sealed,
+            },
+            t,
+            big,
+        );
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 52, b"x", true), t + 4_000, big),
+            Answer::Stored(PushDecision::Unregistered)
+        );
+    }
+
+    #[test]
+    fn every_bucket_answers_429_with_the_wait() {
+        let m = MemoryMailboxes::default();
+        let n = Name::of("chat", "abcdefghijklmnop");
+        m.apply(&n, "b", &Op::Claim, T0, LIMITS);
+        for _ in 0..6 {
+            assert_eq!(m.apply(&n, "b", &Op::Ice, T0, LIMITS), Answer::Done);
+        }
+        assert_eq!(
+            m.apply(&n, "b", &Op::Ice, T0, LIMITS),
+            Answer::RateLimited(30)
+        );
+        for _ in 0..20 {
+            assert_eq!(m.apply(&n, "b", &Op::Socket, T0, LIMITS), Answer::Done);
+        }
+        assert_eq!(
+            m.apply(&n, "b", &Op::Socket, T0, LIMITS),
+            Answer::RateLimited(5)
+        );
+        assert_eq!(
+            m.apply(&n, "b", &Op::Socket, T0 + 5_000, LIMITS),
+            Answer::Done
+        );
+    }
+
+    #[test]
+    fn names_hide_the_id() {
+        let n = Name::of("chat", "abcdefghijklmnop");
+        assert_eq!(n.as_str().len(), 32);
+        assert!(!n.as_str().contains("abcdefghijklmnop"));
+        assert_ne!(n, Name::of("chat2", "abcdefghijklmnop"));
+        assert_ne!(n, Name::of("cha", "t/abcdefghijklmnop"));
+    }
+}

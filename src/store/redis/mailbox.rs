@@ -1,0 +1,189 @@
+//! Mailboxes in Redis (semantics in [`crate::store::mailbox`]): every request is one
+//! EVALSHA of `mailbox.lua`, over five keys under the mailbox's hash tag
+//! `<prefix>{mb:<name>}` (so it runs unchanged on a Cluster), and the script publishes what
+//! live sockets must hear (`seq <dir> <n>` after a store, `erase`) on the mailbox's sharded
+//! channel `<prefix>{mb:<name>}:ev` from inside the same script.
+
+use bytes::Bytes;
+use fred::prelude::*;
+use fred::types::scripts::Script;
+
+use super::{err, with_gcra};
+use crate::store::mailbox::{Answer, Envelope, Limits, Name, Op, PushDecision};
+use crate::store::StoreError;
+
+/// The script and key names.
+pub struct RedisMailboxes {
+    pool: Pool,
+    prefix: String,
+    script: Script,
+}
+
+impl std::fmt::Debug for RedisMailboxes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisMailboxes")
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+fn bytes_of(v: &Value) -> Option<Bytes> {
+    match v {
+        Value::Bytes(b) => Some(b.clone()),
+        Value::String(s) => Some(Bytes::copy_from_slice(s.as_bytes())),
+        _ => None,
+    }
+}
+
+fn int_of(v: &Value) -> Option<u64> {
+    match v {
+        Value::Integer(i) => u64::try_from(*i).ok(),
+        other => std::str::from_utf8(&bytes_of(other)?).ok()?.parse().ok(),
+    }
+}
+
+fn bad() -> StoreError {
+    StoreError::Redis("unexpected reply from mailbox.lua".to_owned())
+}
+
+impl RedisMailboxes {
+    /// The script over this pool, under this key prefix.
+    pub fn new(pool: Pool, prefix: &str) -> Self {
+        Self {
+            pool,
+            prefix: prefix.to_owned(),
+            script: with_gcra(include_str!("mailbox.lua")),
+        }
+    }
+
+    /// The mailbox's keys (see `mailbox.lua`).
+    pub fn keys(&self, name: &Name) -> Vec<String> {
+        let k = format!("{}{{mb:{}}}", self.prefix, name.as_str());
+        vec![
+            k.clone(),
+            format!("{k}:e:p2c"),
+            format!("{k}:e:c2p"),
+            format!("{k}:s:p2c"),
+            format!("{k}:s:c2p"),
+        ]
+    }
+
+    /// The mailbox's channel.
+    pub fn channel(&self, name: &Name) -> String {
+        format!("{}{{mb:{}}}:ev", self.prefix, name.as_str())
+    }
+
+    /// One request. One EVALSHA.
+    pub async fn apply(
+        &self,
+        name: &Name,
+        bearer: &str,
+        op: &Op,
+        now_ms: i64,
+        limits: Limits,
+    ) -> Result<Answer, StoreError> {
+        let (verb, rest): (&str, Vec<Value>) = match op {
+            Op::Claim => ("claim", vec![]),
+            Op::Erase => ("erase", vec![]),
+            Op::Put {
+                dir,
+                seq,
+                data,
+                notify,
+            } => (
+                "put",
+                vec![
+                    dir.as_str().into(),
+                    seq.to_string().into(),
+                    Value::Bytes(data.clone()),
+                    if *notify { "1" } else { "0" }.into(),
+                ],
+            ),
+            Op::List { dir, after, limit } => (
+                "list",
+                vec![
+                    dir.as_str().into(),
+                    after.to_string().into(),
+                    limit.to_string().into(),
+                ],
+            ),
+            Op::Get { dir, seq } => ("get", vec![dir.as_str().into(), seq.to_string().into()]),
+            Op::Head { dir } => ("head", vec![dir.as_str().into()]),
+            Op::Prune { dir, upto } => {
+                ("prune", vec![dir.as_str().into(), upto.to_string().into()])
+            }
+            Op::Register { dir, sealed } => (
+                "register",
+                vec![dir.as_str().into(), Value::Bytes(sealed.clone())],
+            ),
+            Op::Unregister { dir } => ("unregister", vec![dir.as_str().into()]),
+            Op::Forget { dir, sealed } => (
+                "forget",
+                vec![dir.as_str().into(), Value::Bytes(sealed.clone())],
+            ),
+            Op::Socket => ("socket", vec![]),
+            Op::Ping { dir } => ("ping", vec![dir.as_str().into()]),
+            Op::Ice => ("ice", vec![]),
+        };
+        let mut args: Vec<Value> = vec![
+            verb.into(),
+            bearer.into(),
+            now_ms.to_string().into(),
+            limits.idle_ms.to_string().into(),
+            limits.max_envelopes.to_string().into(),
+            self.channel(name).into(),
+        ];
+        args.extend(rest);
+        let reply: Vec<Value> = self
+            .script
+            .evalsha_with_reload(self.pool.next(), self.keys(name), args)
+            .await
+            .map_err(err)?;
+        let code = reply.first().and_then(int_of).ok_or_else(bad)?;
+        Ok(match code {
+            0 => Answer::NotFound,
+            1 => Answer::Forbidden,
+            2 => Answer::RateLimited(reply.get(1).and_then(int_of).ok_or_else(bad)?),
+            3 => Answer::Created,
+            4 => Answer::Claimed,
+            5 => Answer::Stored(match reply.get(1).and_then(int_of) {
+                Some(0) => PushDecision::NotAsked,
+                Some(1) => PushDecision::Foreground,
+                Some(2) => PushDecision::Throttled,
+                Some(3) => PushDecision::Unregistered,
+                Some(4) => PushDecision::Send(reply.get(2).and_then(bytes_of).ok_or_else(bad)?),
+                _ => return Err(bad()),
+            }),
+            6 => Answer::Same,
+            7 => Answer::Conflict,
+            8 => Answer::Full,
+            9 => {
+                let last = reply.get(1).and_then(int_of).ok_or_else(bad)?;
+                let more = reply.get(2).and_then(int_of).ok_or_else(bad)? == 1;
+                let envelopes = reply[3..]
+                    .chunks(2)
+                    .map(|kv| match kv {
+                        [s, d] => Some(Envelope {
+                            seq: int_of(s)?,
+                            data: bytes_of(d)?,
+                        }),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(bad)?;
+                Answer::Listed {
+                    envelopes,
+                    last,
+                    more,
+                }
+            }
+            10 => Answer::Got(reply.get(1).and_then(bytes_of)),
+            11 => Answer::Head {
+                last: reply.get(1).and_then(int_of).ok_or_else(bad)?,
+                count: reply.get(2).and_then(int_of).ok_or_else(bad)?,
+            },
+            12 => Answer::Done,
+            _ => return Err(bad()),
+        })
+    }
+}
