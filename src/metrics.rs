@@ -416,8 +416,80 @@ impl Drop for EventStreamGuard {
     }
 }
 
+/// Mailbox routes, as labelled.
+pub const MAILBOX_ROUTES: &[&str] = &[
+    "claim",
+    "erase",
+    "put",
+    "list",
+    "get",
+    "head",
+    "prune",
+    "register",
+    "unregister",
+    "watch",
+    "signal",
+    "ice",
+];
+
+/// Registers the mailbox series at zero: every route with the statuses it answers most,
+/// every bucket, every push outcome of each service.
+pub fn register_mailbox(
+    buckets: &[&'static str],
+    services: &[&'static str],
+    outcomes: &[&'static str],
+) {
+    for route in MAILBOX_ROUTES {
+        for status in ["200", "201", "204", "429", "503"] {
+            counter!(MAILBOX_REQUESTS, "route" => *route, "status" => status).absolute(0);
+        }
+    }
+    for b in buckets {
+        counter!(MAILBOX_RATE_LIMITED, "bucket" => *b).absolute(0);
+    }
+    for s in services {
+        for o in outcomes {
+            counter!(MAILBOX_PUSHES, "service" => *s, "outcome" => *o).absolute(0);
+        }
+    }
+    for kind in ["watch", "signal"] {
+        gauge!(MAILBOX_SOCKETS_OPEN, "kind" => kind).set(0.0);
+    }
+}
+
+/// One finished mailbox request.
+pub fn mailbox_request(route: &'static str, status: u16) {
+    counter!(MAILBOX_REQUESTS, "route" => route, "status" => status_label(status)).increment(1);
+}
+
+/// One mailbox request over its bucket.
+pub fn mailbox_rate_limited(bucket: &'static str) {
+    counter!(MAILBOX_RATE_LIMITED, "bucket" => bucket).increment(1);
+}
+
+/// One push asked for on a mailbox write, by service and outcome.
+pub fn mailbox_push(service: &'static str, outcome: &'static str) {
+    counter!(MAILBOX_PUSHES, "service" => service, "outcome" => outcome).increment(1);
+}
+
+/// Counts an open mailbox socket (`watch` or `signal`) for as long as it lives.
+pub struct SocketGuard(&'static str);
+
+impl SocketGuard {
+    /// One more socket of `kind` open.
+    pub fn open(kind: &'static str) -> Self {
+        gauge!(MAILBOX_SOCKETS_OPEN, "kind" => kind).increment(1.0);
+        SocketGuard(kind)
+    }
+}
+
+impl Drop for SocketGuard {
+    fn drop(&mut self) {
+        gauge!(MAILBOX_SOCKETS_OPEN, "kind" => self.0).decrement(1.0);
+    }
+}
+
 /// One failed trace export.
-#[allow(dead_code)] // recorded by the OTLP exporter client (issue 11)
 pub fn trace_export_error() {
     counter!(TRACE_EXPORT_ERRORS).increment(1);
 }

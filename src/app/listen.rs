@@ -1,6 +1,12 @@
 //! The public listener: HTTP/1.1 with a deadline for the request headers (a slow client
 //! cannot hold a connection open by trickling them), the peer address for each request,
-//! and graceful shutdown (stop accepting, let in-flight requests finish).
+//! upgrades (the mailbox's WebSockets), and graceful shutdown (stop accepting, let
+//! in-flight requests finish; upgraded sockets are closed by their own front-end).
+//!
+//! hyper-util's `GracefulShutdown` does not watch an HTTP/1 connection with upgrades, so
+//! this does what it does: every connection holds a receiver of one watch channel; at stop
+//! each is told to finish its current request and close, and the listener waits until
+//! every receiver is gone.
 
 use std::time::Duration;
 
@@ -15,7 +21,7 @@ pub(super) async fn serve_public(
 ) {
     use hyper_util::rt::{TokioIo, TokioTimer};
     use tower::ServiceExt;
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let (closing, connections) = watch::channel(false);
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
@@ -41,14 +47,27 @@ pub(super) async fn serve_public(
                     .insert(axum::extract::ConnectInfo(peer));
                 app.clone().oneshot(req.map(axum::body::Body::new))
             });
-        let conn = http.serve_connection(TokioIo::new(tcp), svc);
-        let conn = graceful.watch(conn);
+        let conn = http
+            .serve_connection(TokioIo::new(tcp), svc)
+            .with_upgrades();
+        let closing = connections.clone();
         tokio::spawn(async move {
-            let _ = conn.await;
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = wait_for(closing.clone()) => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.as_mut().await;
+                }
+            }
+            // The receiver goes with this task: the listener waits for every one.
+            drop(closing);
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    drop(connections);
+    let _ = closing.send(true);
+    closing.closed().await;
 }
 
 /// Resolves once `rx` holds true.

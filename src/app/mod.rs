@@ -20,6 +20,7 @@ use crate::admin::Health;
 use crate::clock::Clock;
 use crate::config::{Config, Delivery as Configured};
 use crate::delivery::{Delivery, Sender};
+use crate::mailbox::Mailboxes;
 use crate::push::apns::client::ApnsClient;
 use crate::signed::api::Signed;
 use crate::signed::signers::Signers;
@@ -135,6 +136,9 @@ pub struct App {
     v1: Arc<V1>,
     signers: Arc<Signers>,
     signed: Arc<Signed>,
+    mailboxes: Arc<Mailboxes>,
+    /// Turns true when the relay stops: listeners close, live sockets say goodbye.
+    stop: watch::Sender<bool>,
     cfg: Config,
 }
 
@@ -143,13 +147,23 @@ impl App {
     pub fn build(cfg: Config, clock: Clock) -> anyhow::Result<Self> {
         crate::metrics::register_known(crate::delivery::outcome::LABELS, crate::store::OPS);
         let store = Arc::new(build_store(&cfg)?);
-        let sender = match &cfg.delivery {
+        let apns: Option<Arc<ApnsClient>> = match &cfg.delivery {
             // Apple checks the provider token's `iat` against real time, so the client signs
             // with the system clock even when a test drives the policy with a manual one.
-            Configured::Apns(a) => Sender::Push(Arc::new(ApnsClient::new(a, Clock::System)?)),
-            Configured::DryRun => Sender::DryRun,
-            Configured::Unconfigured => Sender::Unconfigured,
+            Configured::Apns(a) => Some(Arc::new(ApnsClient::new(a, Clock::System)?)),
+            _ => None,
         };
+        let sender = match (&cfg.delivery, &apns) {
+            (_, Some(client)) => Sender::Push(client.clone()),
+            (Configured::DryRun, None) => Sender::DryRun,
+            _ => Sender::Unconfigured,
+        };
+        let mut modules: Vec<Arc<dyn crate::mailbox::push::Module>> = Vec::new();
+        if let Some(client) = &apns {
+            modules.push(Arc::new(crate::mailbox::push::apns::ApnsModule::new(
+                client.clone(),
+            )));
+        }
         let delivery = Arc::new(Delivery::new(
             cfg.core.clone(),
             store.clone(),
@@ -160,6 +174,14 @@ impl App {
             cfg.v1.clone(),
             delivery.clone(),
             cfg.telemetry.replica_name.clone(),
+        ));
+        let (stop, stop_rx) = watch::channel(false);
+        let mailboxes = Arc::new(Mailboxes::new(
+            cfg.mailbox.clone(),
+            store.clone(),
+            delivery.clock().clone(),
+            crate::mailbox::push::Modules::new(modules),
+            stop_rx,
         ));
         let signers = Signers::new(store.clone());
         let signed = Arc::new(Signed::new(
@@ -173,6 +195,8 @@ impl App {
             v1,
             signers,
             signed,
+            mailboxes,
+            stop,
             cfg,
         })
     }
@@ -192,6 +216,7 @@ impl App {
         let replica: Arc<str> = self.cfg.telemetry.replica_name.clone().into();
         crate::v1::routes(self.v1.clone(), self.cfg.v1.aasa_app_ids.clone())
             .merge(crate::signed::api::routes(self.signed.clone()))
+            .merge(crate::mailbox::routes(self.mailboxes.clone()))
             .fallback(move || {
                 let replica = replica.clone();
                 async move { crate::v1::not_found(&replica) }
@@ -255,7 +280,8 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
     let header_timeout = cfg.v1.header_timeout;
     let app = App::build(cfg, clock)?;
     let health = Arc::new(Health::default());
-    let (stop, stop_rx) = watch::channel(false);
+    let stop = app.stop.clone();
+    let stop_rx = stop.subscribe();
 
     let public = listen::serve_public(
         listener,
@@ -282,6 +308,7 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
                     _ = tick.tick() => {
                         store.in_process().sweep(clock.now_ms());
                         store.sweep_receipts(clock.now_ms());
+                        store.sweep_mailboxes(clock.now_ms());
                         v1.sweep();
                         store.fanout().prune().await;
                     }

@@ -20,6 +20,7 @@
 mod admin;
 mod apns;
 mod listen;
+mod mailbox;
 mod policy;
 mod store;
 mod telemetry;
@@ -93,6 +94,8 @@ pub struct Config {
     pub(crate) admin: crate::admin::Settings,
     /// Signed pushes (`/v2`).
     pub(crate) signed: crate::signed::api::Settings,
+    /// Mailboxes (`/v1/<app>/mailbox/...`).
+    pub(crate) mailbox: crate::mailbox::Settings,
 }
 
 /// Everything wrong with a configuration, one line per problem.
@@ -269,6 +272,7 @@ impl Config {
         let v1 = v1::read(&mut r, &delivery, &core);
         let telemetry = telemetry::read(&mut r);
         let admin = admin::read(&mut r);
+        let mailbox = mailbox::read(&mut r);
         let signed = crate::signed::api::Settings {
             default_topic: match &delivery {
                 Delivery::Apns(a) => Some(a.topic.clone()),
@@ -289,6 +293,7 @@ impl Config {
                 telemetry,
                 admin,
                 signed,
+                mailbox,
             })
         } else {
             Err(ConfigErrors(r.errors))

@@ -1,1 +1,109 @@
-//! Mailboxes for apps (`/v1/<app>/mailbox/...`, `MAILBOX.md`): empty until their issue.
+//! Mailboxes for apps (`/v1/<app>/mailbox/<id>/...`, `MAILBOX.md` and the spec's
+//! extensions): two devices of a link exchange sealed envelopes through the relay, which
+//! stores opaque bytes and keeps only the SHA-256 of the link's bearer.
+//!
+//! - [`path`]: the request's path into a [`path::Route`], or the relay's one 404, before any
+//!   authentication;
+//! - [`auth`]: the bearer, from `Authorization` or the `zerobyte.bearer.<token>`
+//!   subprotocol;
+//! - [`api`]: the HTTP handlers, one store round trip each ([`crate::store::mailbox`]);
+//! - [`watch`]: the watch WebSocket (`seq <n>` from any replica, `ping`/`pong`, the
+//!   foreground);
+//! - [`push`]: registrations (checked by the service's module, sealed at rest) and the
+//!   best-effort push after a write;
+//! - [`error`]: the spec's error shape.
+//!
+//! Every limit is the store's, so it holds across replicas; every live socket listens on
+//! the mailbox's fan-out channel, so a write or an erase on any replica reaches it.
+
+pub mod api;
+pub mod auth;
+pub mod error;
+pub mod path;
+pub mod push;
+pub mod watch;
+
+use std::sync::Arc;
+
+use tokio::sync::watch as stop_watch;
+
+use crate::clock::Clock;
+use crate::store::mailbox::Limits;
+use crate::store::Store;
+
+/// One app served mailboxes (`RELAY_APPS`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct App {
+    /// 1 to 32 of `[a-z0-9-]`, starting with a letter.
+    pub name: String,
+    /// The APNs topic of its pushes (`push=<topic>`); `None`: no push extension.
+    pub push: Option<String>,
+    /// The signal extension.
+    pub signal: bool,
+    /// The ICE extension.
+    pub ice: bool,
+}
+
+/// The mailbox front-end's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The apps served; none: every `/v1/...` path is 404.
+    pub apps: Vec<App>,
+    /// Idle expiry and the envelopes a direction holds.
+    pub limits: Limits,
+    /// The largest envelope, bytes.
+    pub max_envelope_bytes: usize,
+}
+
+/// The mailbox front-end.
+pub struct Mailboxes {
+    settings: Settings,
+    store: Arc<Store>,
+    clock: Clock,
+    modules: push::Modules,
+    stop: stop_watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for Mailboxes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mailboxes")
+            .field("apps", &self.settings.apps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Mailboxes {
+    /// The front-end over `store`, pushing through `modules`; its sockets close (1001) when
+    /// `stop` turns true.
+    pub fn new(
+        settings: Settings,
+        store: Arc<Store>,
+        clock: Clock,
+        modules: push::Modules,
+        stop: stop_watch::Receiver<bool>,
+    ) -> Self {
+        crate::metrics::register_mailbox(
+            crate::store::mailbox::BUCKET_LABELS,
+            push::SERVICES,
+            push::OUTCOMES,
+        );
+        Self {
+            settings,
+            store,
+            clock,
+            modules,
+            stop,
+        }
+    }
+
+    fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+}
+
+/// The mailbox routes: everything under `/v1/`.
+pub fn routes(m: Arc<Mailboxes>) -> axum::Router {
+    axum::Router::new()
+        .route("/v1/{*rest}", axum::routing::any(api::dispatch))
+        .with_state(m)
+}
