@@ -5,6 +5,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod process;
+pub mod mailbox;
 pub mod signed;
 
 use std::collections::HashMap;
