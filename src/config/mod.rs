@@ -19,6 +19,7 @@
 
 mod admin;
 mod apns;
+mod ice;
 mod listen;
 mod policy;
 mod store;
@@ -93,6 +94,9 @@ pub struct Config {
     pub(crate) admin: crate::admin::Settings,
     /// Signed pushes (`/v2`).
     pub(crate) signed: crate::signed::api::Settings,
+    /// The mailbox ICE extension's providers.
+    #[cfg_attr(not(test), allow(dead_code))] // read by the mailbox wiring (its issue)
+    pub(crate) ice: crate::mailbox::ice::Settings,
 }
 
 /// Everything wrong with a configuration, one line per problem.
@@ -269,6 +273,7 @@ impl Config {
         let v1 = v1::read(&mut r, &delivery, &core);
         let telemetry = telemetry::read(&mut r);
         let admin = admin::read(&mut r);
+        let ice = ice::read(&mut r);
         let signed = crate::signed::api::Settings {
             default_topic: match &delivery {
                 Delivery::Apns(a) => Some(a.topic.clone()),
@@ -289,6 +294,7 @@ impl Config {
                 telemetry,
                 admin,
                 signed,
+                ice,
             })
         } else {
             Err(ConfigErrors(r.errors))
