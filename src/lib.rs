@@ -60,11 +60,14 @@ pub(crate) mod secret;
 pub(crate) mod signed;
 pub(crate) mod store;
 
-/// The pieces the benchmark and the fuzz targets drive directly.
+/// The pieces the benchmark, the fuzz targets and a few integration tests drive directly.
 pub mod parts {
     pub use crate::delivery::alert::DEFAULT_MAX_CIPHERTEXT_CHARS;
     pub use crate::delivery::alert_body;
     pub use crate::delivery::Alert;
+    pub use crate::mailbox::ice;
+    pub use crate::metrics::register_known as register_metrics;
+    pub use crate::secret::Secret;
     pub use crate::signed::request::SignedPush;
     pub use crate::signed::sig::{read_authorization, sign_request, PrivateKey, ReadAuthorization};
     pub use crate::store::redis::policy::admit_lua;

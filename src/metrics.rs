@@ -188,6 +188,11 @@ pub fn register_known(intake: &[(&'static str, &'static str)], store_ops: &[&'st
     for k in ["receipt", "events", "admin"] {
         counter!(RECEIPT_READS, "kind" => k).absolute(0);
     }
+    for provider in ["stun", "coturn", "cloudflare"] {
+        for outcome in ["ok", "error"] {
+            counter!(ICE_REQUESTS, "provider" => provider, "outcome" => outcome).absolute(0);
+        }
+    }
     let _ = histogram!(FANOUT_DELAY);
     gauge!(DEGRADED).set(0.0);
     gauge!(INFLIGHT).set(0.0);
@@ -391,6 +396,12 @@ pub fn signed_target(state: &'static str) {
 /// One receipt read, by `kind` (receipt, events, admin).
 pub fn receipt_read(kind: &'static str) {
     counter!(RECEIPT_READS, "kind" => kind).increment(1);
+}
+
+/// One ICE provider's part of an ICE answer: `provider` stun, coturn or cloudflare,
+/// `outcome` ok or error (only cloudflare can fail; its error makes the answer 502).
+pub fn ice_request(provider: &'static str, outcome: &'static str) {
+    counter!(ICE_REQUESTS, "provider" => provider, "outcome" => outcome).increment(1);
 }
 
 /// One admin API request.

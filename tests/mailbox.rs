@@ -51,7 +51,11 @@ async fn the_one_404_comes_before_authentication() {
     ] {
         for method in ["GET", "PUT", "DELETE"] {
             let r = h.request(method, &path, Vec::new()).await;
-            assert_eq!((r.status, r.body.as_str()), (404, NOT_FOUND), "{method} {path}");
+            assert_eq!(
+                (r.status, r.body.as_str()),
+                (404, NOT_FOUND),
+                "{method} {path}"
+            );
         }
     }
     // A mailbox that was never claimed, with a good bearer: the same 404.
@@ -61,7 +65,9 @@ async fn the_one_404_comes_before_authentication() {
     assert_eq!((r.status, r.body.as_str()), (404, NOT_FOUND));
     // No RELAY_APPS: every /v1 path is 404.
     let bare = Harness::start().await;
-    let r = Mb::new(bare.addr(), "chat", &id, &bearer(1)).call("PUT", "", &[], Vec::new()).await;
+    let r = Mb::new(bare.addr(), "chat", &id, &bearer(1))
+        .call("PUT", "", &[], Vec::new())
+        .await;
     assert_eq!((r.status, r.body.as_str()), (404, NOT_FOUND));
 }
 
@@ -72,25 +78,44 @@ async fn claim_heartbeat_bearers_and_erase() {
     let r = m.anonymous("PUT", "").await;
     assert_err(&r, 401, "unauthorized");
     assert_eq!(r.header("www-authenticate"), Some("Bearer"));
-    for bad in ["Bearer short", "Basic abc", "Bearer has space in it xxxxxxxxxx", "Bearer ünïcödeünïcödeünïcöde"] {
-        let r = m.with_bearer("unused").call("PUT", "", &[("authorization", bad.to_owned())], Vec::new()).await;
+    for bad in [
+        "Bearer short",
+        "Basic abc",
+        "Bearer has space in it xxxxxxxxxx",
+        "Bearer ünïcödeünïcödeünïcöde",
+    ] {
+        let r = m
+            .with_bearer("unused")
+            .call("PUT", "", &[("authorization", bad.to_owned())], Vec::new())
+            .await;
         // Two Authorization headers (the helper's and this one) are malformed too.
         assert_err(&r, 401, "unauthorized");
     }
     assert_eq!(m.claim().await, 201);
     assert_eq!(m.claim().await, 204, "the heartbeat claim");
     let other = m.with_bearer(&bearer(2));
-    assert_err(&other.call("PUT", "", &[], Vec::new()).await, 403, "forbidden");
+    assert_err(
+        &other.call("PUT", "", &[], Vec::new()).await,
+        403,
+        "forbidden",
+    );
     assert_err(&other.put("p2c", 1, b"x").await, 403, "forbidden");
     assert_err(&other.list("p2c", "").await, 403, "forbidden");
-    assert_err(&other.call("DELETE", "", &[], Vec::new()).await, 403, "forbidden");
+    assert_err(
+        &other.call("DELETE", "", &[], Vec::new()).await,
+        403,
+        "forbidden",
+    );
     assert_eq!(m.put("p2c", 1, b"one").await.status, 201);
     assert_eq!(m.erase().await, 204);
     let r = m.list("p2c", "").await;
     assert_eq!((r.status, r.body.as_str()), (404, NOT_FOUND));
     // Gone means gone: a new claim starts empty, by anyone.
     assert_eq!(other.claim().await, 201);
-    assert_eq!(other.list("p2c", "").await.body, r#"{"envelopes":[],"last":0,"more":false}"#);
+    assert_eq!(
+        other.list("p2c", "").await.body,
+        r#"{"envelopes":[],"last":0,"more":false}"#
+    );
     let r = h.request("POST", &m.path(""), Vec::new()).await;
     assert_eq!(r.status, 405);
     assert_eq!(r.header("allow"), Some("PUT, DELETE"));
@@ -108,29 +133,55 @@ async fn envelopes_every_row() {
     assert_eq!(m.claim().await, 201);
     let bytes: Vec<u8> = (0..=255u8).collect();
     assert_eq!(m.put("p2c", 1, &bytes).await.status, 201);
-    assert_eq!(m.put("p2c", 1, &bytes).await.status, 204, "the same bytes: a safe retry");
+    assert_eq!(
+        m.put("p2c", 1, &bytes).await.status,
+        204,
+        "the same bytes: a safe retry"
+    );
     assert_err(&m.put("p2c", 1, b"other").await, 409, "conflict");
     assert_err(&m.put("p2c", 2, b"").await, 400, "bad_request");
     assert_err(&m.put("p2c", 2, &[1u8; 1001]).await, 413, "too_large");
     assert_eq!(m.put("p2c", 2, &[1u8; 1000]).await.status, 201);
     for seq in [10, 20, 9_007_199_254_740_991] {
-        assert_eq!(m.put("p2c", seq, format!("env {seq}").as_bytes()).await.status, 201);
+        assert_eq!(
+            m.put("p2c", seq, format!("env {seq}").as_bytes())
+                .await
+                .status,
+            201
+        );
     }
     assert_err(&m.put("p2c", 30, b"x").await, 507, "mailbox_full");
-    assert_eq!(m.put("c2p", 30, b"x").await.status, 201, "each direction holds its own");
-    assert_eq!(m.put("p2c", 10, b"env 10").await.status, 204, "a retry of a stored seq is fine when full");
+    assert_eq!(
+        m.put("c2p", 30, b"x").await.status,
+        201,
+        "each direction holds its own"
+    );
+    assert_eq!(
+        m.put("p2c", 10, b"env 10").await.status,
+        204,
+        "a retry of a stored seq is fine when full"
+    );
 
     // List: ascending, after, limit, more, last.
     let r = m.list("p2c", "").await;
     assert_eq!(r.header("content-type"), Some("application/json"));
     let v = r.json();
-    let seqs: Vec<u64> = v["envelopes"].as_array().unwrap().iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let seqs: Vec<u64> = v["envelopes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
     assert_eq!(seqs, vec![1, 2, 10, 20, 9_007_199_254_740_991]);
     assert_eq!(v["last"], 9_007_199_254_740_991u64);
     assert_eq!(v["more"], false);
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD;
-    assert_eq!(b64.decode(v["envelopes"][0]["data"].as_str().unwrap()).unwrap(), bytes);
+    assert_eq!(
+        b64.decode(v["envelopes"][0]["data"].as_str().unwrap())
+            .unwrap(),
+        bytes
+    );
     let v = m.list("p2c", "?after=1&limit=2").await.json();
     assert_eq!(v["envelopes"].as_array().unwrap().len(), 2);
     assert_eq!(v["envelopes"][0]["seq"], 2);
@@ -138,7 +189,15 @@ async fn envelopes_every_row() {
     let v = m.list("p2c", "?after=20").await.json();
     assert_eq!(v["envelopes"].as_array().unwrap().len(), 1);
     assert_eq!(v["more"], false);
-    for bad in ["?limit=0", "?limit=257", "?limit=x", "?after=-1", "?after=01", "?limit=1&limit=2", "?after=9007199254740992"] {
+    for bad in [
+        "?limit=0",
+        "?limit=257",
+        "?limit=x",
+        "?after=-1",
+        "?after=01",
+        "?limit=1&limit=2",
+        "?after=9007199254740992",
+    ] {
         assert_err(&m.list("p2c", bad).await, 400, "bad_request");
     }
     assert_eq!(m.list("p2c", "?limit=256").await.status, 200);
@@ -158,31 +217,60 @@ async fn envelopes_every_row() {
     assert_eq!(r.header("x-relay-count"), Some("5"));
 
     // Prune.
-    assert_err(&m.call("DELETE", "/p2c", &[], Vec::new()).await, 400, "bad_request");
-    assert_err(&m.call("DELETE", "/p2c?upto=x", &[], Vec::new()).await, 400, "bad_request");
-    assert_eq!(m.call("DELETE", "/p2c?upto=10", &[], Vec::new()).await.status, 204);
+    assert_err(
+        &m.call("DELETE", "/p2c", &[], Vec::new()).await,
+        400,
+        "bad_request",
+    );
+    assert_err(
+        &m.call("DELETE", "/p2c?upto=x", &[], Vec::new()).await,
+        400,
+        "bad_request",
+    );
+    assert_eq!(
+        m.call("DELETE", "/p2c?upto=10", &[], Vec::new())
+            .await
+            .status,
+        204
+    );
     let r = m.call("HEAD", "/p2c", &[], Vec::new()).await;
     assert_eq!(r.header("x-relay-count"), Some("2"));
     assert_eq!(m.put("p2c", 40, b"room again").await.status, 201);
     let r = m.call("HEAD", "/c2p", &[], Vec::new()).await;
-    assert_eq!((r.header("x-relay-last-seq"), r.header("x-relay-count")), (Some("30"), Some("1")));
+    assert_eq!(
+        (r.header("x-relay-last-seq"), r.header("x-relay-count")),
+        (Some("30"), Some("1"))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_mailboxes_expire_and_only_writes_and_claims_keep_them() {
     let clock = Clock::manual(T0);
-    let h = relay(Options::default().clock(clock.clone()).var("RELAY_MAILBOX_IDLE_S", "10")).await;
+    let h = relay(
+        Options::default()
+            .clock(clock.clone())
+            .var("RELAY_MAILBOX_IDLE_S", "10"),
+    )
+    .await;
     let m = mb(&h, 1);
     assert_eq!(m.claim().await, 201);
     clock.advance_ms(9_000);
     assert_eq!(m.list("p2c", "").await.status, 200, "a read");
     clock.advance_ms(1_000);
-    assert_eq!(m.list("p2c", "").await.status, 404, "reads do not restart the timer");
+    assert_eq!(
+        m.list("p2c", "").await.status,
+        404,
+        "reads do not restart the timer"
+    );
     assert_eq!(m.claim().await, 201);
     clock.advance_ms(9_000);
     assert_eq!(m.claim().await, 204, "heartbeat");
     clock.advance_ms(9_000);
-    assert_eq!(m.put("p2c", 1, b"x").await.status, 201, "still there after 18 s: the heartbeat kept it");
+    assert_eq!(
+        m.put("p2c", 1, b"x").await.status,
+        201,
+        "still there after 18 s: the heartbeat kept it"
+    );
     clock.advance_ms(9_999);
     assert_eq!(m.list("p2c", "").await.status, 200);
     clock.advance_ms(1);
@@ -203,13 +291,25 @@ async fn exhaust(name: &str, burst: usize, mut req: impl AsyncFnMut(usize) -> Re
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_bucket_answers_the_specs_429() {
     let clock = Clock::manual(T0);
-    let h = relay(Options::default().clock(clock.clone()).var("RELAY_MAILBOX_MAX_ENVELOPES", "1000")).await;
+    let h = relay(
+        Options::default()
+            .clock(clock.clone())
+            .var("RELAY_MAILBOX_MAX_ENVELOPES", "1000"),
+    )
+    .await;
     let m = mb(&h, 1);
     assert_eq!(m.claim().await, 201);
     // Envelopes stored: 120, then nothing is stored.
-    exhaust("envelopes", 120, async |i| m.put("p2c", i as u64 + 1, b"x").await).await;
+    exhaust("envelopes", 120, async |i| {
+        m.put("p2c", i as u64 + 1, b"x").await
+    })
+    .await;
     let r = m.call("HEAD", "/p2c", &[], Vec::new()).await;
-    assert_eq!(r.header("x-relay-count"), Some("120"), "the refused envelope was not stored");
+    assert_eq!(
+        r.header("x-relay-count"),
+        Some("120"),
+        "the refused envelope was not stored"
+    );
     let r = m.put("p2c", 500, b"x").await;
     assert_eq!(r.header("retry-after"), Some("1"));
     clock.advance_ms(500);
@@ -220,19 +320,29 @@ async fn every_bucket_answers_the_specs_429() {
     // Push registrations: 10, 1 per minute.
     let reg = json!({"service": "x", "tag": "t"});
     exhaust("registrations", 10, async |_| m.register("c2p", &reg).await).await;
-    assert_eq!(m.register("c2p", &reg).await.header("retry-after"), Some("60"));
+    assert_eq!(
+        m.register("c2p", &reg).await.header("retry-after"),
+        Some("60")
+    );
     // WebSocket connections: 20, 1 per 5 s; an upgrade over it is answered 429 the same way.
     let mut open = Vec::new();
     for _ in 0..20 {
         open.push(m.watch("p2c").await);
     }
     let (status, body) = refused(m.socket("/p2c/watch", true).await.unwrap_err());
-    assert_eq!((status, body.as_str()), (429, r#"{"error":"rate_limited","status":429}"#));
+    assert_eq!(
+        (status, body.as_str()),
+        (429, r#"{"error":"rate_limited","status":429}"#)
+    );
     let metrics = h.admin("/metrics").await.body;
     for bucket in ["envelopes", "reads", "registrations", "sockets"] {
         let line = metrics
             .lines()
-            .find(|l| l.starts_with(&format!(r#"sealrelay_mailbox_rate_limited_total{{bucket="{bucket}"}}"#)))
+            .find(|l| {
+                l.starts_with(&format!(
+                    r#"sealrelay_mailbox_rate_limited_total{{bucket="{bucket}"}}"#
+                ))
+            })
             .unwrap_or_else(|| panic!("{bucket}"));
         assert!(!line.ends_with(" 0"), "{line}");
     }
@@ -241,7 +351,12 @@ async fn every_bucket_answers_the_specs_429() {
 /// Buckets are per mailbox: one busy link does not throttle another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn buckets_are_per_mailbox() {
-    let h = relay(Options::default().clock(Clock::manual(T0)).var("RELAY_MAILBOX_MAX_ENVELOPES", "1000")).await;
+    let h = relay(
+        Options::default()
+            .clock(Clock::manual(T0))
+            .var("RELAY_MAILBOX_MAX_ENVELOPES", "1000"),
+    )
+    .await;
     let (a, b) = (mb(&h, 1), mb(&h, 2));
     assert_eq!(a.claim().await, 201);
     assert_eq!(b.claim().await, 201);
@@ -254,13 +369,28 @@ async fn watch_sockets() {
     let h = relay(Options::default()).await;
     let m = mb(&h, 1);
     // Refused upgrades answer like requests.
-    assert_eq!(refused(m.socket("/p2c/watch", true).await.unwrap_err()).0, 404);
+    assert_eq!(
+        refused(m.socket("/p2c/watch", true).await.unwrap_err()).0,
+        404
+    );
     assert_eq!(m.claim().await, 201);
-    assert_eq!(refused(m.with_bearer(&bearer(9)).socket("/p2c/watch", true).await.unwrap_err()).0, 403);
+    assert_eq!(
+        refused(
+            m.with_bearer(&bearer(9))
+                .socket("/p2c/watch", true)
+                .await
+                .unwrap_err()
+        )
+        .0,
+        403
+    );
     let mut bad = m.clone();
     bad.bearer = "short".into();
     let (status, body) = refused(bad.socket("/p2c/watch", false).await.unwrap_err());
-    assert_eq!((status, body.as_str()), (401, r#"{"error":"unauthorized","status":401}"#));
+    assert_eq!(
+        (status, body.as_str()),
+        (401, r#"{"error":"unauthorized","status":401}"#)
+    );
 
     // The bearer as a subprotocol: zerobyte.v1 is selected, the bearer never echoed.
     let (mut ws, resp) = m.socket("/p2c/watch", false).await.unwrap();
@@ -268,22 +398,47 @@ async fn watch_sockets() {
     let (mut other_dir, resp) = m.socket("/c2p/watch", true).await.unwrap();
     assert_eq!(resp.headers()["sec-websocket-protocol"], "zerobyte.v1");
     assert_eq!(m.put("p2c", 7, b"x").await.status, 201);
-    assert_eq!(next_text(&mut ws, Duration::from_secs(5)).await.as_deref(), Some("seq 7"));
+    assert_eq!(
+        next_text(&mut ws, Duration::from_secs(5)).await.as_deref(),
+        Some("seq 7")
+    );
     assert_eq!(m.put("p2c", 7, b"x").await.status, 204);
     assert_eq!(m.put("p2c", 8, b"y").await.status, 201);
-    assert_eq!(next_text(&mut ws, Duration::from_secs(5)).await.as_deref(), Some("seq 8"), "a 204 sends nothing");
+    assert_eq!(
+        next_text(&mut ws, Duration::from_secs(5)).await.as_deref(),
+        Some("seq 8"),
+        "a 204 sends nothing"
+    );
     assert_eq!(m.put("c2p", 3, b"z").await.status, 201);
-    assert_eq!(next_text(&mut other_dir, Duration::from_secs(5)).await.as_deref(), Some("seq 3"));
+    assert_eq!(
+        next_text(&mut other_dir, Duration::from_secs(5))
+            .await
+            .as_deref(),
+        Some("seq 3")
+    );
     send_text(&mut ws, "ping").await;
-    assert_eq!(next_text(&mut ws, Duration::from_secs(5)).await.as_deref(), Some("pong"));
-    assert_eq!(next_text(&mut ws, Duration::from_millis(300)).await, None, "nothing of c2p on p2c");
+    assert_eq!(
+        next_text(&mut ws, Duration::from_secs(5)).await.as_deref(),
+        Some("pong")
+    );
+    assert_eq!(
+        next_text(&mut ws, Duration::from_millis(300)).await,
+        None,
+        "nothing of c2p on p2c"
+    );
 
     // Anything else closes with 1003.
     send_text(&mut ws, "hello").await;
-    assert_eq!(close_code(&mut ws, Duration::from_secs(5)).await, Some(1003));
+    assert_eq!(
+        close_code(&mut ws, Duration::from_secs(5)).await,
+        Some(1003)
+    );
     let mut ws = m.watch("p2c").await;
     send_binary(&mut ws, vec![1, 2, 3]).await;
-    assert_eq!(close_code(&mut ws, Duration::from_secs(5)).await, Some(1003));
+    assert_eq!(
+        close_code(&mut ws, Duration::from_secs(5)).await,
+        Some(1003)
+    );
 
     // Erase closes every socket with 1000.
     let mut a = m.watch("p2c").await;
@@ -291,14 +446,21 @@ async fn watch_sockets() {
     assert_eq!(m.erase().await, 204);
     assert_eq!(close_code(&mut a, Duration::from_secs(5)).await, Some(1000));
     assert_eq!(close_code(&mut b, Duration::from_secs(5)).await, Some(1000));
-    assert_eq!(close_code(&mut other_dir, Duration::from_secs(5)).await, Some(1000));
+    assert_eq!(
+        close_code(&mut other_dir, Duration::from_secs(5)).await,
+        Some(1000)
+    );
 }
 
 fn apns_reg(token: &str, env: &str) -> Value {
     json!({"service": "apns", "token": token, "environment": env, "tag": "Zq3k8r2mT1u0wQ", "alert": "New message"})
 }
 
-async fn wait_received(mock: &MockApns, token: &str, n: usize) -> Vec<sealrelay_testkit::mock_apns::Received> {
+async fn wait_received(
+    mock: &MockApns,
+    token: &str,
+    n: usize,
+) -> Vec<sealrelay_testkit::mock_apns::Received> {
     for _ in 0..100 {
         let got = mock.received_for(token);
         if got.len() >= n {
@@ -326,11 +488,26 @@ async fn pushes_through_the_apns_module() {
         let r = m.register("p2c", &bad).await;
         assert_err(&r, 400, "bad_request");
     }
-    assert_eq!(m.register("p2c", &apns_reg(&token, "production")).await.status, 204);
+    assert_eq!(
+        m.register("p2c", &apns_reg(&token, "production"))
+            .await
+            .status,
+        204
+    );
 
     // X-Relay-Notify: alert.
-    assert_err(&m.put_notify("p2c", 1, b"x", "loud").await, 400, "bad_request");
-    assert_eq!(m.call("HEAD", "/p2c", &[], Vec::new()).await.header("x-relay-count"), Some("0"), "nothing stored");
+    assert_err(
+        &m.put_notify("p2c", 1, b"x", "loud").await,
+        400,
+        "bad_request",
+    );
+    assert_eq!(
+        m.call("HEAD", "/p2c", &[], Vec::new())
+            .await
+            .header("x-relay-count"),
+        Some("0"),
+        "nothing stored"
+    );
     assert_eq!(m.put_notify("p2c", 1, b"x", "alert").await.status, 201);
     let got = wait_received(&h.prod, &token, 1).await;
     assert_eq!(got.len(), 1);
@@ -343,7 +520,10 @@ async fn pushes_through_the_apns_module() {
     assert_eq!(r.header("apns-priority"), "10");
     assert_eq!(r.header("apns-topic"), TOPIC);
     let exp: u64 = r.header("apns-expiration").parse().unwrap();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     assert!(exp.abs_diff(now + 7 * 86_400) < 60, "{exp}");
     // A retry of the same envelope asks nothing again.
     assert_eq!(m.put_notify("p2c", 1, b"x", "alert").await.status, 204);
@@ -351,7 +531,10 @@ async fn pushes_through_the_apns_module() {
     assert_eq!(m.put_notify("p2c", 2, b"x", "silent").await.status, 201);
     let got = wait_received(&h.prod, &token, 2).await;
     let r = &got[1];
-    assert_eq!(String::from_utf8_lossy(&r.body), r#"{"aps":{"content-available":1},"zerobyte":{"tag":"Zq3k8r2mT1u0wQ"}}"#);
+    assert_eq!(
+        String::from_utf8_lossy(&r.body),
+        r#"{"aps":{"content-available":1},"zerobyte":{"tag":"Zq3k8r2mT1u0wQ"}}"#
+    );
     assert_eq!(r.header("apns-push-type"), "background");
     assert_eq!(r.header("apns-priority"), "5");
     let exp: u64 = r.header("apns-expiration").parse().unwrap();
@@ -364,7 +547,12 @@ async fn pushes_through_the_apns_module() {
 
     // Development builds go to the sandbox.
     let dev = device(78);
-    assert_eq!(m.register("c2p", &apns_reg(&dev, "development")).await.status, 204);
+    assert_eq!(
+        m.register("c2p", &apns_reg(&dev, "development"))
+            .await
+            .status,
+        204
+    );
     assert_eq!(m.put_notify("c2p", 2, b"x", "alert").await.status, 201);
     assert_eq!(wait_received(&h.sandbox, &dev, 1).await.len(), 1);
     assert!(h.prod.received_for(&dev).is_empty());
@@ -372,13 +560,19 @@ async fn pushes_through_the_apns_module() {
     // The reader in the foreground: no push while its watch pinged within 45 s.
     let mut ws = m.watch("p2c").await;
     send_text(&mut ws, "ping").await;
-    assert_eq!(next_text(&mut ws, Duration::from_secs(5)).await.as_deref(), Some("pong"));
+    assert_eq!(
+        next_text(&mut ws, Duration::from_secs(5)).await.as_deref(),
+        Some("pong")
+    );
     assert_eq!(m.put_notify("p2c", 4, b"x", "alert").await.status, 201);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(h.prod.received_for(&token).len(), 2, "foreground: skipped");
 
     // Unregister: nothing more.
-    assert_eq!(m.call("DELETE", "/c2p/push", &[], Vec::new()).await.status, 204);
+    assert_eq!(
+        m.call("DELETE", "/c2p/push", &[], Vec::new()).await.status,
+        204
+    );
     assert_eq!(m.put_notify("c2p", 3, b"x", "alert").await.status, 201);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(h.sandbox.received_for(&dev).len(), 1);
@@ -387,7 +581,11 @@ async fn pushes_through_the_apns_module() {
     let count = |service: &str, outcome: &str| -> u64 {
         metrics
             .lines()
-            .find(|l| l.starts_with(&format!(r#"sealrelay_mailbox_pushes_total{{service="{service}",outcome="{outcome}"}}"#)))
+            .find(|l| {
+                l.starts_with(&format!(
+                    r#"sealrelay_mailbox_pushes_total{{service="{service}",outcome="{outcome}"}}"#
+                ))
+            })
             .and_then(|l| l.rsplit(' ').next()?.parse().ok())
             .unwrap_or(0)
     };
@@ -414,13 +612,23 @@ async fn dead_tokens_are_forgotten_and_others_kept() {
         (Reply::new(410, Some("Unregistered")), true),
         (Reply::new(400, Some("BadDeviceToken")), true),
     ] {
-        let token = device(200 + reply.status as u32 + reply.reason.as_ref().map_or(0, |r| r.len() as u32));
+        let token =
+            device(200 + reply.status as u32 + reply.reason.as_ref().map_or(0, |r| r.len() as u32));
         // The sandbox answers the same, so auto environments could not matter.
         h.prod.reply_always(&token, reply.clone());
         h.sandbox.reply_always(&token, reply.clone());
-        assert_eq!(m.register("p2c", &apns_reg(&token, "production")).await.status, 204);
+        assert_eq!(
+            m.register("p2c", &apns_reg(&token, "production"))
+                .await
+                .status,
+            204
+        );
         send(&m).await;
-        assert_eq!(wait_received(&h.prod, &token, 1).await.len(), 1, "{reply:?}");
+        assert_eq!(
+            wait_received(&h.prod, &token, 1).await.len(),
+            1,
+            "{reply:?}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
         send(&m).await;
         tokio::time::sleep(Duration::from_millis(300)).await;

@@ -15,8 +15,14 @@ use tower::ServiceExt;
 fn relay(rt: &tokio::runtime::Runtime) -> Arc<App> {
     let cfg = config(&[
         ("RELAY_DRY_RUN".to_owned(), "true".to_owned()),
-        ("RELAY_APPS".to_owned(), "chat:push=com.example.app,signal;notes".to_owned()),
-        ("RELAY_MAILBOX_MAX_ENVELOPE_BYTES".to_owned(), "64".to_owned()),
+        (
+            "RELAY_APPS".to_owned(),
+            "chat:push=com.example.app,signal;notes".to_owned(),
+        ),
+        (
+            "RELAY_MAILBOX_MAX_ENVELOPE_BYTES".to_owned(),
+            "64".to_owned(),
+        ),
         ("RELAY_MAILBOX_MAX_ENVELOPES".to_owned(), "4".to_owned()),
     ]);
     let _guard = rt.enter();
@@ -40,9 +46,19 @@ fn segment() -> impl Strategy<Value = String> {
 fn path() -> impl Strategy<Value = String> {
     (
         prop_oneof![Just("chat"), Just("notes"), Just("nope")],
-        prop_oneof![Just("mailbox-aaaaaaaaaaa"), Just("mailbox-bbbbbbbbbbb"), Just("short")],
+        prop_oneof![
+            Just("mailbox-aaaaaaaaaaa"),
+            Just("mailbox-bbbbbbbbbbb"),
+            Just("short")
+        ],
         proptest::collection::vec(segment(), 0..3),
-        prop_oneof![Just(""), Just("?after=1&limit=2"), Just("?upto=3"), Just("?limit=0"), Just("?after=x")],
+        prop_oneof![
+            Just(""),
+            Just("?after=1&limit=2"),
+            Just("?upto=3"),
+            Just("?limit=0"),
+            Just("?after=x")
+        ],
     )
         .prop_map(|(app, id, rest, q)| {
             let mut p = format!("/v1/{app}/mailbox/{id}");
@@ -57,10 +73,17 @@ fn path() -> impl Strategy<Value = String> {
 fn header() -> impl Strategy<Value = Option<(&'static str, String)>> {
     prop_oneof![
         Just(None),
-        Just(Some(("authorization", "Bearer Zq3k8r2mT1u0wQabcdefgh".to_owned()))),
-        Just(Some(("authorization", "Bearer Zq3k8r2mT1u0wQabcdefgX".to_owned()))),
+        Just(Some((
+            "authorization",
+            "Bearer Zq3k8r2mT1u0wQabcdefgh".to_owned()
+        ))),
+        Just(Some((
+            "authorization",
+            "Bearer Zq3k8r2mT1u0wQabcdefgX".to_owned()
+        ))),
         "[ -~]{0,40}".prop_map(|v| Some(("authorization", v))),
-        prop_oneof![Just("alert"), Just("silent"), Just("loud")].prop_map(|v| Some(("x-relay-notify", v.to_owned()))),
+        prop_oneof![Just("alert"), Just("silent"), Just("loud")]
+            .prop_map(|v| Some(("x-relay-notify", v.to_owned()))),
     ]
 }
 

@@ -181,6 +181,11 @@ impl App {
             store.clone(),
             delivery.clock().clone(),
             crate::mailbox::push::Modules::new(modules),
+            if cfg.ice.has_provider() {
+                Some(crate::mailbox::ice::Ice::new(&cfg.ice)?)
+            } else {
+                None
+            },
             stop_rx,
         ));
         let signers = Signers::new(store.clone());

@@ -19,6 +19,7 @@
 
 mod admin;
 mod apns;
+mod ice;
 mod listen;
 mod mailbox;
 mod policy;
@@ -96,6 +97,8 @@ pub struct Config {
     pub(crate) signed: crate::signed::api::Settings,
     /// Mailboxes (`/v1/<app>/mailbox/...`).
     pub(crate) mailbox: crate::mailbox::Settings,
+    /// The mailbox ICE extension's providers.
+    pub(crate) ice: crate::mailbox::ice::Settings,
 }
 
 /// Everything wrong with a configuration, one line per problem.
@@ -273,6 +276,12 @@ impl Config {
         let telemetry = telemetry::read(&mut r);
         let admin = admin::read(&mut r);
         let mailbox = mailbox::read(&mut r);
+        let ice = ice::read(&mut r);
+        if !ice.has_provider() {
+            for app in mailbox.apps.iter().filter(|a| a.ice) {
+                r.problem(format!("RELAY_APPS: app {:?} has ice but no ICE provider is configured (set RELAY_ICE_STUN_URLS, RELAY_ICE_TURN_URLS with RELAY_ICE_TURN_SECRET, or RELAY_ICE_CLOUDFLARE_KEY_ID with RELAY_ICE_CLOUDFLARE_API_TOKEN)", app.name));
+            }
+        }
         let signed = crate::signed::api::Settings {
             default_topic: match &delivery {
                 Delivery::Apns(a) => Some(a.topic.clone()),
@@ -294,6 +303,7 @@ impl Config {
                 admin,
                 signed,
                 mailbox,
+                ice,
             })
         } else {
             Err(ConfigErrors(r.errors))

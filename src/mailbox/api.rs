@@ -84,9 +84,9 @@ pub async fn dispatch(State(m): State<Arc<Mailboxes>>, req: Request) -> Response
             "register",
             MailboxError::MethodNotAllowed("PUT, DELETE").into_response(),
         ),
-        (Route::Signal(_), _) | (Route::Ice, _) => {
-            ("signal", MailboxError::NotFound.into_response())
-        }
+        (Route::Ice, &Method::GET) => ("ice", ice(&m, &app, &id, &name, req).await),
+        (Route::Ice, _) => ("ice", MailboxError::MethodNotAllowed("GET").into_response()),
+        (Route::Signal(_), _) => ("signal", MailboxError::NotFound.into_response()),
     };
     let status = resp.status().as_u16();
     metrics::mailbox_request(label, status);
@@ -443,6 +443,30 @@ async fn unregister(m: &Mailboxes, name: &Name, dir: Dir, req: Request) -> Respo
             let b = bearer(req.headers())?;
             run(m, name, &b, &Op::Unregister { dir }).await?;
             Ok(no_content())
+        }
+        .await,
+    )
+}
+
+async fn ice(m: &Mailboxes, app: &App, id: &str, name: &Name, req: Request) -> Response {
+    answer(
+        async move {
+            let b = bearer(req.headers())?;
+            // The path exists only for apps with `ice`, and start-up refuses `ice` without a
+            // provider: `m.ice` is there.
+            let ice = m.ice.as_ref().ok_or(MailboxError::NotFound)?;
+            run(m, name, &b, &Op::Ice).await?;
+            let now_s = (m.now_ms() / 1000).max(0) as u64;
+            let v = ice
+                .servers(&app.name, id, now_s)
+                .await
+                .map_err(|_| MailboxError::Upstream)?;
+            let mut r = (StatusCode::OK, v.to_string()).into_response();
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            Ok(r)
         }
         .await,
     )

@@ -11,6 +11,7 @@
 //!   foreground);
 //! - [`push`]: registrations (checked by the service's module, sealed at rest) and the
 //!   best-effort push after a write;
+//! - [`ice`]: STUN/TURN credentials (STUN, coturn's REST scheme, Cloudflare Realtime);
 //! - [`error`]: the spec's error shape.
 //!
 //! Every limit is the store's, so it holds across replicas; every live socket listens on
@@ -19,6 +20,7 @@
 pub mod api;
 pub mod auth;
 pub mod error;
+pub mod ice;
 pub mod path;
 pub mod push;
 pub mod watch;
@@ -61,6 +63,7 @@ pub struct Mailboxes {
     store: Arc<Store>,
     clock: Clock,
     modules: push::Modules,
+    ice: Option<ice::Ice>,
     stop: stop_watch::Receiver<bool>,
 }
 
@@ -73,13 +76,15 @@ impl std::fmt::Debug for Mailboxes {
 }
 
 impl Mailboxes {
-    /// The front-end over `store`, pushing through `modules`; its sockets close (1001) when
-    /// `stop` turns true.
+    /// The front-end over `store`, pushing through `modules`, handing out ICE credentials
+    /// through `ice` (when a provider is configured); its sockets close (1001) when `stop`
+    /// turns true.
     pub fn new(
         settings: Settings,
         store: Arc<Store>,
         clock: Clock,
         modules: push::Modules,
+        ice: Option<ice::Ice>,
         stop: stop_watch::Receiver<bool>,
     ) -> Self {
         crate::metrics::register_mailbox(
@@ -92,6 +97,7 @@ impl Mailboxes {
             store,
             clock,
             modules,
+            ice,
             stop,
         }
     }

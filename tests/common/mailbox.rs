@@ -15,7 +15,8 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::{request_headers, Resp};
 
-pub type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// A bearer for test link `n` (22+ characters of the allowed set).
 pub fn bearer(n: u32) -> String {
@@ -66,15 +67,35 @@ impl Mb {
         format!("/v1/{}/mailbox/{}{rest}", self.app, self.id)
     }
 
-    pub async fn call(&self, method: &str, rest: &str, headers: &[(&str, String)], body: Vec<u8>) -> Resp {
+    pub async fn call(
+        &self,
+        method: &str,
+        rest: &str,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+    ) -> Resp {
         let mut h = vec![("authorization", format!("Bearer {}", self.bearer))];
         h.extend(headers.iter().cloned());
-        request_headers(&self.client, method, &format!("http://{}{}", self.addr, self.path(rest)), &h, body).await
+        request_headers(
+            &self.client,
+            method,
+            &format!("http://{}{}", self.addr, self.path(rest)),
+            &h,
+            body,
+        )
+        .await
     }
 
     /// A request without any Authorization header.
     pub async fn anonymous(&self, method: &str, rest: &str) -> Resp {
-        request_headers(&self.client, method, &format!("http://{}{}", self.addr, self.path(rest)), &[], Vec::new()).await
+        request_headers(
+            &self.client,
+            method,
+            &format!("http://{}{}", self.addr, self.path(rest)),
+            &[],
+            Vec::new(),
+        )
+        .await
     }
 
     pub async fn claim(&self) -> u16 {
@@ -86,34 +107,64 @@ impl Mb {
     }
 
     pub async fn put(&self, dir: &str, seq: u64, body: &[u8]) -> Resp {
-        self.call("PUT", &format!("/{dir}/{seq}"), &[], body.to_vec()).await
-    }
-
-    pub async fn put_notify(&self, dir: &str, seq: u64, body: &[u8], notify: &str) -> Resp {
-        self.call("PUT", &format!("/{dir}/{seq}"), &[("x-relay-notify", notify.to_owned())], body.to_vec())
+        self.call("PUT", &format!("/{dir}/{seq}"), &[], body.to_vec())
             .await
     }
 
+    pub async fn put_notify(&self, dir: &str, seq: u64, body: &[u8], notify: &str) -> Resp {
+        self.call(
+            "PUT",
+            &format!("/{dir}/{seq}"),
+            &[("x-relay-notify", notify.to_owned())],
+            body.to_vec(),
+        )
+        .await
+    }
+
     pub async fn list(&self, dir: &str, query: &str) -> Resp {
-        self.call("GET", &format!("/{dir}{query}"), &[], Vec::new()).await
+        self.call("GET", &format!("/{dir}{query}"), &[], Vec::new())
+            .await
     }
 
     pub async fn register(&self, dir: &str, reg: &serde_json::Value) -> Resp {
-        self.call("PUT", &format!("/{dir}/push"), &[], serde_json::to_vec(reg).unwrap()).await
+        self.call(
+            "PUT",
+            &format!("/{dir}/push"),
+            &[],
+            serde_json::to_vec(reg).unwrap(),
+        )
+        .await
     }
 
     /// Opens a socket at `rest` with the bearer in the header (`via_header`) or as the
     /// `zerobyte.bearer.<token>` subprotocol, offering `zerobyte.v1`.
-    pub async fn socket(&self, rest: &str, via_header: bool) -> Result<(Ws, tokio_tungstenite::tungstenite::handshake::client::Response), tokio_tungstenite::tungstenite::Error> {
-        let mut req = format!("ws://{}{}", self.addr, self.path(rest)).into_client_request().unwrap();
+    pub async fn socket(
+        &self,
+        rest: &str,
+        via_header: bool,
+    ) -> Result<
+        (
+            Ws,
+            tokio_tungstenite::tungstenite::handshake::client::Response,
+        ),
+        tokio_tungstenite::tungstenite::Error,
+    > {
+        let mut req = format!("ws://{}{}", self.addr, self.path(rest))
+            .into_client_request()
+            .unwrap();
         let h = req.headers_mut();
         if via_header {
-            h.insert("authorization", format!("Bearer {}", self.bearer).parse().unwrap());
+            h.insert(
+                "authorization",
+                format!("Bearer {}", self.bearer).parse().unwrap(),
+            );
             h.insert("sec-websocket-protocol", "zerobyte.v1".parse().unwrap());
         } else {
             h.insert(
                 "sec-websocket-protocol",
-                format!("zerobyte.v1, zerobyte.bearer.{}", self.bearer).parse().unwrap(),
+                format!("zerobyte.v1, zerobyte.bearer.{}", self.bearer)
+                    .parse()
+                    .unwrap(),
             );
         }
         tokio_tungstenite::connect_async(req).await
@@ -133,7 +184,10 @@ pub fn refused(e: tokio_tungstenite::tungstenite::Error) -> (u16, String) {
     match e {
         tokio_tungstenite::tungstenite::Error::Http(r) => (
             r.status().as_u16(),
-            r.body().as_ref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default(),
+            r.body()
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default(),
         ),
         other => panic!("not an HTTP refusal: {other}"),
     }

@@ -4,8 +4,8 @@
 
 #![allow(dead_code, unused_imports)]
 
-pub mod process;
 pub mod mailbox;
+pub mod process;
 pub mod signed;
 
 use std::collections::HashMap;

@@ -5,7 +5,9 @@
 //! - [`pki`]: a throwaway CA with a server certificate for 127.0.0.1, and APNs-style keys;
 //! - [`redis`]: a real `redis-server`, or a three-master Redis Cluster, on ports it holds;
 //! - [`process`]: a child process whose output is read line by line, stopped by its id;
-//! - [`otlp`]: an OTLP/HTTP trace receiver, plain or over TLS.
+//! - [`otlp`]: an OTLP/HTTP trace receiver, plain or over TLS;
+//! - [`mock_cloudflare`]: Cloudflare Realtime TURN's credentials API, plain or over TLS, and
+//!   an unreachable port.
 //!
 //! Every server binds 127.0.0.1 only. Ports are never chosen by binding and releasing a
 //! socket and hoping: in-process servers keep the listener they bound on port 0, child
@@ -14,6 +16,7 @@
 //! when the one picked was taken in between.
 
 pub mod mock_apns;
+pub mod mock_cloudflare;
 pub mod otlp;
 pub mod pki;
 pub mod process;
