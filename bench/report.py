@@ -4,8 +4,10 @@
     python3 bench/report.py bench/results/<stamp> BENCHMARKS.md
 
 Reads results.jsonl (one JSON line per relay-bench run) and machine.txt, prints the table,
-writes bench/latency-vs-load.png (gnuplot) and BENCHMARKS.md. Hand-written analysis lives in
-bench/notes.md and is appended verbatim, so a rerun refreshes the numbers and keeps the notes.
+writes bench/latency-vs-load.png (gnuplot, in a bench/ directory next to the report) and the
+report. Hand-written analysis lives in bench/notes.md and is appended verbatim, so a rerun
+refreshes the numbers and keeps the notes. A partial run (scripts/bench.sh with BENCH_ONLY)
+marks the targets it did not measure "not run".
 """
 import json
 import math
@@ -18,6 +20,10 @@ import sys
 run_dir, md_path = sys.argv[1], sys.argv[2]
 bench_dir = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.dirname(bench_dir)
+# The plot goes next to the report it is linked from (bench/ of the repository for
+# BENCHMARKS.md), so a report written elsewhere never overwrites the committed one's.
+plot_dir = os.path.join(os.path.dirname(os.path.abspath(md_path)), "bench")
+os.makedirs(plot_dir, exist_ok=True)
 
 # Measurements repeated over rounds are labelled NAME@ROUND; every figure below is the median
 # over the rounds of NAME, and the throughput rows also show the spread.
@@ -145,6 +151,64 @@ try:
 except Exception:
     many_keys = 0
 
+# Signed pushes (/v2/pushes). Throughput: each round's one-target signed run right after
+# that round's v1 run on the same replica; the ratio is the median of the per-round ratios.
+S1 = get("signed-1", "forwarded_per_s")
+signed_ratios = []
+for label, r in runs.items():
+    name, _, rnd = label.partition("@")
+    v1 = runs.get("relay-redis-1@" + rnd)
+    if name == "signed-1" and v1 and v1.get("forwarded_per_s"):
+        signed_ratios.append(r["forwarded_per_s"] / v1["forwarded_per_s"])
+ratio_signed = statistics.median(signed_ratios) if signed_ratios else nan
+
+
+def not_delivered(label):
+    """Pushes of the runs named label that did not answer 201 with every target delivered."""
+    return sum(r["requests"] - r.get("forwarded", 0) for r in groups.get(label, []))
+
+
+def other_outcomes(label):
+    out = {}
+    for r in groups.get(label, []):
+        for k, v in r["outcomes"].items():
+            if k != "201 delivered":
+                out[k] = out.get(k, 0) + v
+    return ", ".join(f"{k}: {v:,}" for k, v in sorted(out.items()))
+
+
+S1_bad = not_delivered("signed-1")
+S1_in_loop = sum(r.get("signed_in_loop", 0) for r in groups.get("signed-1", []))
+S1_pushes = sum(r["requests"] for r in groups.get("signed-1", []))
+cpu_relay_s1 = proc("signed-1", "relay", "cpu_us_per_forwarded")
+cpu_redis_s1 = proc("signed-1", "redis", "cpu_us_per_forwarded")
+gen_s1 = get("signed-1", "generator_cpu_us_per_request")
+evalsha_s1 = get("signed-1", "redis_evalsha_request_path_per_push")
+F = runs.get("signed-100", {})
+F_lat = F.get("latency_ms", {})
+F_p50, F_p90, F_p99, F_max = (F_lat.get(k, nan) for k in ("p50", "p90", "p99", "max"))
+F_pushes = F.get("requests", 0)
+F_bad = not_delivered("signed-100")
+F_delivered = F.get("targets_delivered", 0)
+F_rate = F.get("target_rate") or nan
+F_states = ", ".join(f"{k}: {v:,}" for k, v in sorted(F.get("target_states", {}).items()))
+cpu_relay_f = proc("signed-100", "relay", "cpu_us_per_forwarded")
+
+
+def round_trips(label, want):
+    """(EVALSHA per created push on the request path, other client calls, exact, text)."""
+    r = runs.get(label)
+    if not r or "redis_evalsha_request_path" not in r:
+        return nan, 0, False, "n/a"
+    path, created = r["redis_evalsha_request_path"], r.get("created", 0)
+    other = r.get("redis_other_client_calls", 0)
+    exact = created > 0 and path == want * created and other == 0 and r.get("forwarded") == r["requests"]
+    return (path / created if created else nan), other, exact, f"{path:,} for {created:,} pushes"
+
+
+rt1, rt1_other, rt1_exact, rt1_text = round_trips("signed-rt-1", 3)
+rt100, rt100_other, rt100_exact, rt100_text = round_trips("signed-rt-100", 102)
+
 
 def f0(x):
     return "n/a" if x != x else f"{x:,.0f}"
@@ -162,7 +226,9 @@ def pct(x):
     return "n/a" if x != x else f"{100 * x:.0f}%"
 
 
-def mark(ok):
+def mark(ok, ran=True):
+    if not ran:
+        return "not run"
     return "met" if ok else "**missed**"
 
 
@@ -197,6 +263,18 @@ table.append(f"| Relay peak RSS after {few_n:,} distinct devices, kB | {f0(rss_f
 table.append(f"| Relay peak RSS after {many_n:,} distinct devices, kB | {f0(rss_many)} |")
 table.append(f"| Redis memory per device, one live alert id ({get('redis-memory', 'keys_added', default=0):,.0f} devices), bytes | {f0(mem_per_dev)} |")
 table.append(f"| Redis used_memory after the {many_n:,}-device run / keys | {f0(many_used)} / {many_keys:,} ({f0(many_used / many_keys) if many_keys else 'n/a'} bytes per key incl. baseline) |")
+table.append(f"| Signed pushes (/v2/pushes, one target), 1 replica on Redis, forwarded/s | {f0(S1)}{spread('signed-1', 'forwarded_per_s')} |")
+table.append(f"| Signed / v1 forwarded/s, per round (v1 right before, same replica) | {' / '.join(f2(x) for x in signed_ratios) or 'n/a'} |")
+table.append(f"| Signed pushes (one target) not answered 201 with the target delivered, of all | {S1_bad:,} of {S1_pushes:,}{(' (' + other_outcomes('signed-1') + ')') if S1_bad else ''} |")
+table.append(f"| CPU per forwarded, sealrelay, signed one-target push / v1 push, us | {f1(cpu_relay_s1)} / {f1(cpu_relay_r1)} |")
+table.append(f"| CPU per forwarded, redis-server under sealrelay, signed one-target push / v1 push, us | {f1(cpu_redis_s1)} / {f1(cpu_redis_r1)} |")
+table.append(f"| Generator CPU per signed push in the timed loop, us; bodies signed in the loop (not pre-signed) | {f1(gen_s1)}; {S1_in_loop:,} |")
+table.append(f"| Redis EVALSHA per signed one-target push in the throughput runs (request path) | {f2(evalsha_s1)} |")
+table.append(f"| 100-target signed pushes at {f0(F_rate)}/s (open loop, {f0(F.get('elapsed_s', nan))} s): answer time p50 / p90 / p99 / max, ms | {f2(F_p50)} / {f2(F_p90)} / {f2(F_p99)} / {f2(F_max)} |")
+table.append(f"| 100-target signed pushes: pushes / targets delivered / target states | {F_pushes:,} / {F_delivered:,} / {F_states or 'n/a'} |")
+table.append(f"| CPU per 100-target push, sealrelay, us (per target) | {f1(cpu_relay_f)} ({f1(cpu_relay_f / 100)}) |")
+table.append(f"| Redis EVALSHA per signed push on the request path, one target / 100 targets (fixed counts) | {f2(rt1)} ({rt1_text}) / {f2(rt100)} ({rt100_text}) |")
+table.append(f"| Other Redis commands from the relay during those pushes, one target / 100 targets | {rt1_other:,} / {rt100_other:,} |")
 
 targets = []
 targets.append(("Throughput on Redis >= 70% of the combined limit", f"{pct(ratio_tp)} ({f0(T_r1)} / {f0(L)})", ratio_tp >= 0.70))
@@ -205,10 +283,27 @@ targets.append(("Latency added over the mock APNs round trip at half of peak, p9
 targets.append(("Exactly one Redis call per forwarded request", f"{path_fwd:.4f} on the request path ({rt_fwd:.4f} with background queue polls)", bool(path_all) and all(abs(x - 1.0) < 0.001 for x in path_all)))
 targets.append((f"Relay memory flat within 10% from {few_n:,} to {many_n:,} devices", f"{'+' if rss_growth >= 0 else ''}{pct(rss_growth)} ({f0(rss_few)} kB -> {f0(rss_many)} kB)", abs(rss_growth) <= 0.10))
 targets.append(("Redis memory per device with one live alert id < 512 bytes", f"{f0(mem_per_dev)} bytes", mem_per_dev < 512))
+# Which targets this run measured (a BENCH_ONLY run leaves some out).
+ran = [ratio_tp == ratio_tp, ratio_cpu == ratio_cpu, added_p99 == added_p99, bool(path_all),
+       rss_growth == rss_growth, mem_per_dev == mem_per_dev]
+signed_bad_text = f"; {S1_bad:,} of {S1_pushes:,} pushes not answered 201 delivered" if S1_bad else ""
+targets.append(("Signed pushes of one target >= 70% of v1's throughput (same replica, interleaved)",
+                f"{pct(ratio_signed)} ({f0(S1)} signed / {f0(T_r1)} v1 forwarded/s; median of {len(signed_ratios)} per-round ratios){signed_bad_text}",
+                ratio_signed >= 0.70 and S1_bad == 0))
+ran.append(bool(signed_ratios))
+fanout_bad_text = f"; {F_bad:,} of {F_pushes:,} pushes not answered 201 with all 100 delivered ({other_outcomes('signed-100')})" if F_bad else ""
+targets.append((f"100-target signed pushes at {f0(F_rate)}/s: p99 answer time against the mock < 100 ms",
+                f"{f2(F_p99)} ms (p50: {f2(F_p50)} ms, max: {f2(F_max)} ms; {F_pushes:,} pushes){fanout_bad_text}",
+                F_p99 < 100 and F_bad == 0 and F_pushes > 0))
+ran.append(bool(F))
+targets.append(("Redis round trips per signed push: 3 for one target, 102 for 100 targets",
+                f"{f2(rt1)} / {f2(rt100)} EVALSHA on the request path; {rt1_other + rt100_other:,} other commands",
+                rt1_exact and rt100_exact))
+ran.append("signed-rt-1" in runs or "signed-rt-100" in runs)
 
 tt = ["| Target | Measured | |", "| --- | --- | --- |"]
-for name, val, ok in targets:
-    tt.append(f"| {name} | {val} | {mark(ok)} |")
+for (name, val, ok), did in zip(targets, ran):
+    tt.append(f"| {name} | {val} | {mark(ok, did)} |")
 
 # Scaling on paper: one million alerts per minute.
 rate = 1_000_000 / 60.0
@@ -261,8 +356,8 @@ with open(dat, "w") as f:
     f.write("# fraction offered_rps relay_rps relay_p50 relay_p99 relay_p999 apns_rps apns_p50 apns_p99 apns_p999\n")
     for fr, tr, rr, lr, ar, la, _ in points:
         f.write(f"{fr} {tr} {rr} {lr['p50']} {lr['p99']} {lr['p999']} {ar} {la.get('p50', nan)} {la.get('p99', nan)} {la.get('p999', nan)}\n")
-png = os.path.join(bench_dir, "latency-vs-load.png")
-shutil.copy(dat, os.path.join(bench_dir, "latency-vs-load.dat"))
+png = os.path.join(plot_dir, "latency-vs-load.png")
+shutil.copy(dat, os.path.join(plot_dir, "latency-vs-load.dat"))
 plot_ok = False
 if shutil.which("gnuplot") and points:
     gp = f"""
@@ -293,7 +388,7 @@ for fr, tr, rr, lr, ar, la, (c_relay, c_redis, cores) in points:
 
 outcomes = []
 for label, r in runs.items():
-    if label.split("@")[0] in ["part-intake", "part-redis", "part-apns", "relay-memory", "relay-redis-1", "relay-redis-1-mix", "relay-redis-2", "rss-warm", "rss-few", "rss-many"]:
+    if label.split("@")[0] in ["part-intake", "part-redis", "part-apns", "relay-memory", "relay-redis-1", "signed-1", "relay-redis-1-mix", "relay-redis-2", "signed-100", "signed-rt-1", "signed-rt-100", "rss-warm", "rss-few", "rss-many"]:
         l = r["latency_ms"]
         outcomes.append(f"| {label} | {r['requests']:,} | {r['elapsed_s']:.1f} | {f0(r['rps'])} | {f2(l['p50'])} / {f2(l['p90'])} / {f2(l['p99'])} / {f2(l['p999'])} | {', '.join(f'{k}: {v:,}' for k, v in r['outcomes'].items())} |")
 
@@ -331,6 +426,29 @@ is counted on neither side. The first run of this benchmark left the Redis clien
 of the sum, which compared the relay's own fred work against nothing; the table shows the
 sum both ways, and the target line quotes both ratios. Throughput of
 sealrelay counts forwarded requests (every request of the distinct-devices mix forwards).
+
+Signed pushes (`POST /v2/pushes`, `relay-bench signed`). The replica runs with an admin
+socket in the run's directory; `sealrelay keygen` makes the run's key and `sealrelay admin
+signers add {F.get('key_id', 'ed25519:bench')} --key ... --topic <APNS_TOPIC>` enrols it over that socket.
+relay-bench signs every request itself with the relay's own `sealrelay::parts::sign_request`
+(RFC 8785 canonical JSON, Ed25519): schemaVersion "2", a fresh lowercase UUID requestId, a
+fresh collapseId and flapId (so nothing coalesces), distinct devices never used before (as in
+the v1 runs), the v1 runs' ciphertext, issuedAtMs when signed. Bodies are signed before the
+timed loop on every core (as many as v1 forwarded in that round plus a quarter), so the
+generator's signing does not take the relay's cores during the measurement; a body older than
+four minutes, or a push past the pre-signed ones, is signed in the loop and counted above.
+A push counts as forwarded only when it answers 201 with every target `delivered`; anything
+else is counted and shown. Throughput: one-target pushes, closed loop, the same
+{f0(get('signed-1', 'connections'))} connections and duration as v1, on the same replica right after that round's v1 run,
+every round; the target is the median of the per-round ratios signed / v1. 100-target pushes:
+a fresh replica, open loop at {f0(F_rate)} pushes/s over {f0(F.get('connections', nan))} connections, the answer time from the
+request leaving to the whole receipt read (from when it was due if it left more than 2 ms
+late, as in the latency curve).
+Round trips: `INFO commandstats` before and after a fixed count of pushes on that replica,
+after a warm-up (the signer in the replica's cache); EVALSHA minus the background ones (the
+retry-queue worker's claim polls and the queue gauges' stats scripts, one ZRANGEBYSCORE or
+ZCARD inside each) per push answered 201, and any other command from the relay counted
+apart; commands the scripts run inside are not round trips.
 
 ## Latency versus load
 
@@ -375,6 +493,13 @@ target/release/relay-bench redis --redis-url redis://127.0.0.1:6390 --concurrenc
 target/release/relay-bench apns --url https://127.0.0.1:8443 --ca /tmp/apns/ca.pem --concurrency 64 --duration 8 --max-requests 400000
 target/release/relay-bench load --url http://127.0.0.1:8080/ --connections 64 --duration 8 --max-requests 400000 \\
     --pid relay=<pid> --redis-url redis://127.0.0.1:6390 [--rate R] [--burst 100 --dup 3 --devices 20000]
+BENCH_ONLY=signed scripts/bench.sh                 # only the signed pushes (and the v1 runs they are compared with)
+# Signed pushes: a relay with RELAY_ADMIN_SOCKET=/tmp/b/admin.sock, the signer enrolled with the binary itself:
+target/release/sealrelay keygen --out /tmp/b/signer.pem
+target/release/sealrelay admin --socket /tmp/b/admin.sock signers add ed25519:bench --key /tmp/b/signer.pem --topic com.example.cronstable
+target/release/relay-bench signed --url http://127.0.0.1:8080/ --key /tmp/b/signer.pem --key-id ed25519:bench \\
+    --connections 64 --duration 8 --max-requests 400000 --pregen 150000 --pid relay=<pid> --redis-url redis://127.0.0.1:6390 \\
+    [--targets 100 --rate 20 --connections 8]
 ```
 
 The relay runs with `RELAY_IP_RATE_CAPACITY=0` (one generator is one client address),

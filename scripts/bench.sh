@@ -21,8 +21,19 @@
 #   BENCH_MANY_MAX_S=400      time cap of the many-devices phase
 #   BENCH_MEM_DEVICES=50000   devices for Redis memory per device
 #   BENCH_RSS_WARM_REQUESTS=50000, BENCH_RSS_WARM_DEVICES=1000   warm-up before the RSS points
-#   BENCH_SKIP_BUILD=1        reuse target/release as is
+#   BENCH_SIGNED_FANOUT_RATE=20       100-target signed pushes per second (open loop)
+#   BENCH_SIGNED_FANOUT_DURATION=3*BENCH_DURATION   seconds of the 100-target run
+#   BENCH_SIGNED_FANOUT_CONNECTIONS=8 connections of the 100-target runs
+#   BENCH_SIGNED_RT_PUSHES=2000       one-target signed pushes counted for Redis round trips
+#   BENCH_SIGNED_RT_FANOUT_PUSHES=100 100-target signed pushes counted for Redis round trips
+#   BENCH_ONLY=signed         run only the signed-push phases (with the v1 runs they are
+#                             compared with); the report then goes to the run's directory
+#   BENCH_REPORT=FILE         where the report goes (default BENCHMARKS.md; with BENCH_ONLY,
+#                             the run's directory), the plot to bench/ next to it
+#   BENCH_SKIP_BUILD=1        reuse the release binaries as they are
 #   BENCH_OUT=bench/results   where raw results go (a timestamped directory)
+#
+# Binaries come from ${CARGO_TARGET_DIR:-target}/release, where the build puts them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -40,6 +51,17 @@ MANY_MAX_S=${BENCH_MANY_MAX_S:-400}
 MEMDEV=${BENCH_MEM_DEVICES:-50000}
 RSS_WARM=${BENCH_RSS_WARM_REQUESTS:-50000}
 RSS_WARM_DEVICES=${BENCH_RSS_WARM_DEVICES:-1000}
+FANOUT_RATE=${BENCH_SIGNED_FANOUT_RATE:-20}
+FANOUT_DURATION=${BENCH_SIGNED_FANOUT_DURATION:-$((DURATION * 3))}
+FANOUT_CONNS=${BENCH_SIGNED_FANOUT_CONNECTIONS:-8}
+RT_PUSHES=${BENCH_SIGNED_RT_PUSHES:-2000}
+RT_FANOUT_PUSHES=${BENCH_SIGNED_RT_FANOUT_PUSHES:-100}
+ONLY=${BENCH_ONLY:-}
+case "$ONLY" in
+  ""|signed) ;;
+  *) echo "bench: BENCH_ONLY is empty (everything) or signed, not '$ONLY'" >&2; exit 2 ;;
+esac
+full() { [ -z "$ONLY" ]; }
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out=${BENCH_OUT:-bench/results}/$stamp
 mkdir -p "$out"; out=$(cd "$out" && pwd)
@@ -61,7 +83,9 @@ if [ -z "${BENCH_SKIP_BUILD:-}" ]; then
   log "building (release)"
   cargo build --release --locked -p sealrelay -p sealrelay-bench --bins
 fi
-bin=$root/target/release
+target_dir=${CARGO_TARGET_DIR:-target}
+case "$target_dir" in /*) ;; *) target_dir=$root/$target_dir ;; esac
+bin=$target_dir/release
 for b in sealrelay relay-bench bench-intake; do
   [ -x "$bin/$b" ] || { log "missing $bin/$b"; exit 1; }
 done
@@ -89,6 +113,12 @@ wait_port() { # port
   log "port $1 did not open"; return 1
 }
 RB=$bin/relay-bench
+TOPIC=com.example.cronstable
+SIGNER=ed25519:bench
+# Admin sockets live in the run's directory (a short directory in /tmp when its path is too
+# long for a socket address).
+sockdir=$out
+if [ ${#sockdir} -gt 80 ]; then sockdir=$(mktemp -d /tmp/sealrelay-bench.XXXXXX); fi
 
 # --- shared services: Redis and the fast mock APNs -------------------------------------
 redis_port=$(free_port)
@@ -105,16 +135,18 @@ mock_pid=$!; pids+=("$mock_pid")
 wait_port "$apns_port"
 APNS=https://127.0.0.1:$apns_port
 
-start_relay() { # name [redis-url] -> sets relay_pid, relay_url
-  local name=$1 redis=${2:-} port aport
+start_relay() { # name [redis-url] [admin-socket] -> sets relay_pid, relay_url
+  # Without an admin socket the relay gets none (RELAY_ADMIN_SOCKET empty), so replicas
+  # never share the default path.
+  local name=$1 redis=${2:-} sock=${3:-} port aport
   port=$(free_port); aport=$(free_port)
   env -i PATH="$PATH" HOME="${HOME:-/tmp}" \
     RELAY_LISTEN=127.0.0.1:$port RELAY_ADMIN_LISTEN=127.0.0.1:$aport \
-    ${redis:+REDIS_URL=$redis} \
+    ${redis:+REDIS_URL=$redis} RELAY_ADMIN_SOCKET="$sock" \
     RELAY_REPLICA_NAME="$name" RELAY_LOG_FORMAT=json RUST_LOG=warn \
     RELAY_IP_RATE_CAPACITY=0 RELAY_RATE_CAPACITY=1000000 RELAY_RATE_REFILL_PER_S=10000 \
     RELAY_SHUTDOWN_DELAY_S=0 RELAY_SHUTDOWN_GRACE_S=2 \
-    APNS_TEAM_ID=TEAM123456 APNS_KEY_ID=KEY1234567 APNS_TOPIC=com.example.cronstable \
+    APNS_TEAM_ID=TEAM123456 APNS_KEY_ID=KEY1234567 APNS_TOPIC=$TOPIC \
     APNS_AUTH_KEY_FILE="$out/apns/AuthKey.p8" APNS_CA_FILE="$out/apns/ca.pem" \
     APNS_ENVIRONMENT=production APNS_PRODUCTION_URL="$APNS" APNS_SANDBOX_URL="$APNS" \
     "$bin/sealrelay" >"$out/relay-$name.log" 2>&1 &
@@ -126,12 +158,26 @@ start_relay() { # name [redis-url] -> sets relay_pid, relay_url
 # A short unrecorded warm-up (connections, TLS to the mock, script load).
 warm() { "$RB" load "$@" --duration 1 --max-requests 2000 --label warmup >/dev/null 2>&1 || true; }
 
+# --- signed pushes: one signer key for the run, enrolled on each relay that takes them -----
+signer_key=$out/signer.pem
+env -i PATH="$PATH" HOME="${HOME:-/tmp}" "$bin/sealrelay" keygen --out "$signer_key" \
+  >"$out/signer.pub" 2>>"$out/enrol.log"
+enrol() { # admin-socket: enrol the run's signer for the bench's topic with the binary itself
+  for _ in $(seq 1 200); do [ -S "$1" ] && break; sleep 0.05; done
+  env -i PATH="$PATH" HOME="${HOME:-/tmp}" "$bin/sealrelay" admin --socket "$1" \
+    signers add "$SIGNER" --key "$signer_key" --topic "$TOPIC" >>"$out/enrol.log" 2>&1 \
+    || { log "enrolling $SIGNER over $1 failed (see $out/enrol.log)"; exit 1; }
+}
+SIGNED=("$RB" signed --key "$signer_key" --key-id "$SIGNER")
+warm_signed() { "${SIGNED[@]}" "$@" --duration 1 --max-requests 2000 --label warmup >/dev/null 2>&1 || true; }
+
 # --- rounds: (a) the parts alone, (b) sealrelay embedded, (c) sealrelay on Redis -----------
 # The machine is shared and its speed drifts from minute to minute, so every measurement runs
 # ROUNDS times, interleaved (parts, relay, parts, relay, ...), and the report takes the median
 # of each figure across rounds and shows the spread.
 for round in $(seq 1 "$ROUNDS"); do
 log "round $round of $ROUNDS"
+if full; then
 log "part A: HTTP intake that parses the envelope (bench-intake)"
 intake_port=$(free_port)
 "$bin/bench-intake" --port "$intake_port" --max-seconds 600 >/dev/null &
@@ -160,14 +206,33 @@ warm --url "$relay_url" --connections "$CONNS"
   --max-requests "$MAXREQ" --pid "relay=$relay_pid" --pid "mock=$mock_pid" \
   --label "relay-memory@$round" --out "$results" >/dev/null
 stop "$relay_pid"
+fi
 
 log "sealrelay on Redis, one replica"
 flush
-start_relay r1 "$REDIS"; r1_pid=$relay_pid; r1_url=$relay_url
+start_relay r1 "$REDIS" "$sockdir/admin-r1.sock"; r1_pid=$relay_pid; r1_url=$relay_url
+enrol "$sockdir/admin-r1.sock"
 warm --url "$r1_url" --connections "$CONNS"
 "$RB" load --url "$r1_url" --connections "$CONNS" --duration "$DURATION" \
   --max-requests "$MAXREQ" --pid "relay=$r1_pid" --pid "mock=$mock_pid" --redis-url "$REDIS" \
   --label "relay-redis-1@$round" --out "$results" >/dev/null
+
+# Right after v1 on the same replica, the same connections and duration: signed pushes of
+# one target each. Bodies are signed before the timed loop: as many as v1 forwarded in this
+# round plus a quarter (a signed push does all of v1's work and more); any past those are
+# signed in the loop, and the report says how many.
+log "sealrelay on Redis, one replica, signed pushes (/v2/pushes, one target each)"
+pregen=$(python3 -c 'import json,sys
+r=[json.loads(l) for l in open(sys.argv[1])]
+r=[x for x in r if x["label"]==sys.argv[2]][-1]
+print(min(int(sys.argv[4]), int(r["forwarded_per_s"]*float(sys.argv[3])*1.25)+1000))' \
+  "$results" "relay-redis-1@$round" "$DURATION" "$MAXREQ")
+warm_signed --url "$r1_url" --connections "$CONNS"
+"${SIGNED[@]}" --url "$r1_url" --connections "$CONNS" --duration "$DURATION" \
+  --max-requests "$MAXREQ" --pregen "$pregen" --pid "relay=$r1_pid" --pid "mock=$mock_pid" \
+  --redis-url "$REDIS" --label "signed-1@$round" --out "$results" >/dev/null
+
+if full; then
 
 log "sealrelay on Redis, one replica, daemon-shaped mix (bursts of 100 devices, 3 cluster nodes)"
 "$RB" load --url "$r1_url" --connections "$CONNS" --duration "$DURATION" \
@@ -181,8 +246,32 @@ warm --url "$r2_url" --connections "$CONNS"
 "$RB" load --url "$r1_url" --url "$r2_url" --connections "$CONNS" --duration "$DURATION" \
   --max-requests "$MAXREQ" --pid "relay=$r1_pid" --pid "relay2=$r2_pid" --pid "mock=$mock_pid" \
   --redis-url "$REDIS" --label "relay-redis-2@$round" --out "$results" >/dev/null
-stop "$r1_pid"; stop "$r2_pid"
+stop "$r2_pid"
+fi
+stop "$r1_pid"
 done
+
+# --- signed pushes of 100 targets, and Redis round trips per signed push -------------------
+log "signed pushes of 100 targets at $FANOUT_RATE/s (open loop, $FANOUT_DURATION s), fresh replica on Redis"
+flush
+start_relay signed "$REDIS" "$sockdir/admin-signed.sock"; s_pid=$relay_pid; s_url=$relay_url
+enrol "$sockdir/admin-signed.sock"
+warm_signed --url "$s_url" --connections "$CONNS"
+"${SIGNED[@]}" --url "$s_url" --connections "$FANOUT_CONNS" --targets 100 --duration 1 \
+  --max-requests 20 --label warmup >/dev/null 2>&1 || true
+n=$(python3 -c "print(int($FANOUT_RATE*$FANOUT_DURATION*1.05)+10)")
+"${SIGNED[@]}" --url "$s_url" --connections "$FANOUT_CONNS" --targets 100 --rate "$FANOUT_RATE" \
+  --duration "$FANOUT_DURATION" --max-requests "$n" --pid "relay=$s_pid" --pid "mock=$mock_pid" \
+  --redis-url "$REDIS" --label "signed-100" --out "$results" >/dev/null
+log "Redis round trips: $RT_PUSHES signed pushes of one target, $RT_FANOUT_PUSHES of 100 targets"
+"${SIGNED[@]}" --url "$s_url" --connections "$CONNS" --duration 120 --max-requests "$RT_PUSHES" \
+  --pid "relay=$s_pid" --redis-url "$REDIS" --label "signed-rt-1" --out "$results" >/dev/null
+"${SIGNED[@]}" --url "$s_url" --connections "$FANOUT_CONNS" --targets 100 --duration 120 \
+  --max-requests "$RT_FANOUT_PUSHES" --pid "relay=$s_pid" --redis-url "$REDIS" \
+  --label "signed-rt-100" --out "$results" >/dev/null
+stop "$s_pid"
+
+if full; then
 
 # --- latency versus load, on a fresh replica -----------------------------------------------
 flush
@@ -233,6 +322,7 @@ flush
 "$RB" redis --redis-url "$REDIS" --concurrency "$CONNS" --duration 120 --max-requests "$MEMDEV" \
   --memory --label redis-memory --out "$results" >/dev/null
 flush
+fi
 
 stop "$mock_pid"; stop "$redis_pid"
 
@@ -246,5 +336,9 @@ stop "$mock_pid"; stop "$redis_pid"
   echo "## rustc"; rustc --version
   echo "## git"; git rev-parse --short HEAD 2>/dev/null || true; git status --short src | head -5 || true
 } >"$out/machine.txt" 2>&1
-python3 bench/report.py "$out" BENCHMARKS.md
-log "raw results: $out; report: BENCHMARKS.md"
+report=${BENCH_REPORT:-}
+if [ -z "$report" ]; then
+  if full; then report=BENCHMARKS.md; else report=$out/BENCHMARKS.md; fi
+fi
+python3 bench/report.py "$out" "$report"
+log "raw results: $out; report: $report"

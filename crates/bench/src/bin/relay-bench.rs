@@ -4,6 +4,8 @@
 //! relay-bench load  --url http://127.0.0.1:8080/ [--connections 64] [--duration 10]
 //!                   [--max-requests 1000000] [--rate R] [--burst 1] [--dup 1] [--devices 0]
 //!                   [--redis-url redis://127.0.0.1:6379] [--pid relay=1234 ...]
+//! relay-bench signed --url http://127.0.0.1:8080/ --key signer.pem [--key-id ed25519:bench]
+//!                   [--targets 1] [--pregen 0] [--connections 64] [the options of load]
 //! relay-bench mock  --state-dir DIR [--port 0] [--max-seconds 900] [--check-jwt]
 //! relay-bench apns  --url https://127.0.0.1:PORT --ca DIR/ca.pem [--concurrency 64] ...
 //! relay-bench redis --redis-url redis://127.0.0.1:PORT [--connections 4] [--concurrency 64] ...
@@ -24,6 +26,17 @@
 //! after it was due (every connection was busy) is timed from when it was due, so queueing
 //! is not hidden (coordinated omission); below 2 ms the lateness is tokio's 1 ms timer
 //! granularity and the request is timed from when it left.
+//!
+//! `signed` posts signed pushes to `/v2/pushes` (SIGNED.md): push i carries `--targets`
+//! devices (the mix's alert i with `burst` = targets, so devices are fresh for every push
+//! unless `--devices` sets a pool), a fresh request id and collapse id, `issuedAtMs` = when
+//! it was signed, and an Ed25519 signature made here with the relay's own
+//! `sealrelay::parts::sign_request`. The first `--pregen` bodies are signed before the timed
+//! loop (on every core), so the generator's signing does not compete with the relay; pushes
+//! past them, or bodies older than four minutes (the relay accepts five), are signed in the
+//! loop and counted as `signed_in_loop`. A push counts as forwarded when it answers 201 with
+//! every target `delivered`; anything else is counted by status and error code, and target
+//! states are counted too.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -75,6 +88,8 @@ struct Cli {
 enum Cmd {
     /// Drive a relay (or bench-intake) over keep-alive HTTP/1.1 connections.
     Load(LoadArgs),
+    /// Drive a relay's `/v2/pushes` with signed pushes over keep-alive HTTP/1.1 connections.
+    Signed(SignedArgs),
     /// Serve a fast mock APNs (HTTP/2 over TLS) until SIGTERM or --max-seconds.
     Mock(MockArgs),
     /// Act as the relay's HTTP/2 client against a mock APNs: the APNs part alone.
@@ -131,6 +146,31 @@ struct LoadArgs {
     /// Keep-alive connections (each carries one request at a time).
     #[arg(long, default_value_t = 64)]
     connections: usize,
+    #[command(flatten)]
+    c: Common,
+}
+
+#[derive(Args)]
+struct SignedArgs {
+    /// Relay public URL (http://127.0.0.1:PORT/); repeat to spread connections over replicas.
+    #[arg(long = "url", required = true)]
+    urls: Vec<String>,
+    /// Keep-alive connections (each carries one request at a time).
+    #[arg(long, default_value_t = 64)]
+    connections: usize,
+    /// The signer's private key (PKCS#8 PEM, as `sealrelay keygen` writes it).
+    #[arg(long)]
+    key: std::path::PathBuf,
+    /// The key id it is enrolled under.
+    #[arg(long, default_value = "ed25519:bench")]
+    key_id: String,
+    /// Distinct devices per push, 1 to 100.
+    #[arg(long, default_value_t = 1)]
+    targets: u64,
+    /// Bodies signed before the timed loop (0: --max-requests of them); pushes past them are
+    /// signed in the loop.
+    #[arg(long, default_value_t = 0)]
+    pregen: u64,
     #[command(flatten)]
     c: Common,
 }
@@ -334,6 +374,10 @@ impl Ctl {
 struct WorkerResult {
     hist: Histogram<u64>,
     outcomes: BTreeMap<String, u64>,
+    /// Signed pushes only: the receipts' target states.
+    target_states: BTreeMap<String, u64>,
+    /// Signed pushes only: bodies signed inside the timed loop.
+    signed_in_loop: u64,
 }
 
 impl WorkerResult {
@@ -341,6 +385,8 @@ impl WorkerResult {
         Self {
             hist: Histogram::new_with_bounds(1, 120_000_000, 3).unwrap(),
             outcomes: BTreeMap::new(),
+            target_states: BTreeMap::new(),
+            signed_in_loop: 0,
         }
     }
     fn record(&mut self, from: Instant, outcome: &str) {
@@ -361,6 +407,10 @@ impl WorkerResult {
         for (k, v) in o.outcomes {
             *self.outcomes.entry(k).or_default() += v;
         }
+        for (k, v) in o.target_states {
+            *self.target_states.entry(k).or_default() += v;
+        }
+        self.signed_in_loop += o.signed_in_loop;
     }
 }
 
@@ -455,6 +505,8 @@ struct Probe {
     cpu0: Vec<Option<f64>>,
     self0: Option<f64>,
     stats0: BTreeMap<String, u64>,
+    /// Script-internal commands beyond `SCRIPT_INTERNAL` (the receipt scripts' for `signed`).
+    also_internal: &'static [&'static str],
 }
 
 impl Probe {
@@ -487,6 +539,7 @@ impl Probe {
             redis,
             cpu0,
             stats0,
+            also_internal: &[],
         })
     }
 
@@ -543,7 +596,11 @@ impl Probe {
                     }
                     delta.insert(k.clone(), d);
                     // Our own INFO calls are not the relay's.
-                    if !SCRIPT_INTERNAL.contains(&k.as_str()) && k != "info" && k != "dbsize" {
+                    if !SCRIPT_INTERNAL.contains(&k.as_str())
+                        && !self.also_internal.contains(&k.as_str())
+                        && k != "info"
+                        && k != "dbsize"
+                    {
                         round_trips += d;
                     }
                 }
@@ -735,9 +792,10 @@ async fn load_worker(ctl: Arc<Ctl>, mix: Mix, addr: SocketAddr, host: String) ->
     res
 }
 
-async fn run_load(a: LoadArgs) -> anyhow::Result<()> {
+/// `(address, Host header)` of each `--url`, loopback only.
+fn loopback_targets(urls: &[String]) -> anyhow::Result<Vec<(SocketAddr, String)>> {
     let mut targets = Vec::new();
-    for u in &a.urls {
+    for u in urls {
         let rest = u
             .strip_prefix("http://")
             .ok_or_else(|| anyhow::anyhow!("--url must be http://127.0.0.1:PORT/"))?;
@@ -749,6 +807,11 @@ async fn run_load(a: LoadArgs) -> anyhow::Result<()> {
         );
         targets.push((addr, hostport));
     }
+    Ok(targets)
+}
+
+async fn run_load(a: LoadArgs) -> anyhow::Result<()> {
+    let targets = loopback_targets(&a.urls)?;
     let mix = Mix::new(&a.c);
     let probe = Probe::start(&a.c).await?;
     let ctl = Ctl::new(&a.c);
@@ -777,6 +840,320 @@ async fn run_load(a: LoadArgs) -> anyhow::Result<()> {
     let mut out = report("load", &a.c, extra, &res, elapsed);
     probe.finish(&mut out, done, fwd).await;
     emit(out, &a.c)
+}
+
+// ---------------------------------------------------------------------------------------
+// signed: POST /v2/pushes
+
+/// Commands inside the receipt scripts (`receipt_begin.lua`, `receipt_update.lua`) that
+/// `SCRIPT_INTERNAL` does not list: not round trips of the relay either.
+const SIGNED_SCRIPT_INTERNAL: &[&str] = &["exists", "lrange", "rpush", "spublish"];
+
+/// A pre-signed body older than this is signed again (the relay accepts 5 minutes).
+const PREGEN_MAX_AGE_MS: u64 = 240_000;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Builds and signs the bodies of one run.
+struct SignedGen {
+    mix: Mix,
+    key: sealrelay::parts::PrivateKey,
+    key_id: String,
+    targets: u64,
+}
+
+impl SignedGen {
+    /// A lowercase version-4 UUID, fresh per push and per run (from the salt).
+    fn request_id(&self, i: u64) -> String {
+        let a = splitmix(self.mix.salt.rotate_left(29) ^ splitmix(i ^ 0x5EED_0F1D));
+        let mut h = self.mix.hex(&[a, splitmix(a ^ 5)]).into_bytes();
+        h[12] = b'4';
+        h[16] = b"89ab"[(h[16] % 4) as usize];
+        let h = String::from_utf8(h).unwrap_or_default();
+        format!(
+            "{}-{}-{}-{}-{}",
+            &h[..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..32]
+        )
+    }
+
+    /// Push i, signed, issued at `issued_ms`.
+    fn body(&self, i: u64, issued_ms: u64) -> Bytes {
+        let it = self.mix.item(i * self.targets);
+        let targets: Vec<Value> = (0..self.targets)
+            .map(|j| {
+                json!({
+                    "device": self.mix.item(i * self.targets + j).device,
+                    "suite": "x25519",
+                    "ciphertext": &*self.mix.ciphertext,
+                })
+            })
+            .collect();
+        let mut m = serde_json::Map::new();
+        m.insert("schemaVersion".into(), json!("2"));
+        m.insert("requestId".into(), json!(self.request_id(i)));
+        m.insert("targets".into(), Value::Array(targets));
+        m.insert("collapseId".into(), json!(it.collapse));
+        m.insert("flapId".into(), json!(it.flap));
+        m.insert("priority".into(), json!("time-sensitive"));
+        m.insert("event".into(), json!(false));
+        m.insert("issuedAtMs".into(), json!(issued_ms));
+        m.insert("signerKeyId".into(), json!(self.key_id));
+        sealrelay::parts::sign_request(&self.key, &mut m);
+        Bytes::from(Value::Object(m).to_string())
+    }
+
+    /// Bodies 0..n, signed now, on every core.
+    fn pregen(&self, n: u64) -> Vec<Bytes> {
+        let threads = std::thread::available_parallelism().map_or(1, |t| t.get()) as u64;
+        let per = n.div_ceil(threads.max(1)).max(1);
+        let issued = now_ms();
+        std::thread::scope(|s| {
+            let parts: Vec<_> = (0..n)
+                .step_by(per as usize)
+                .map(|lo| {
+                    s.spawn(move || {
+                        (lo..(lo + per).min(n))
+                            .map(|i| self.body(i, issued))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            parts
+                .into_iter()
+                .flat_map(|p| p.join().expect("signing thread"))
+                .collect()
+        })
+    }
+}
+
+/// One answer of `/v2/pushes`: `201 delivered` when every one of the `want` targets is
+/// delivered; target states are counted into `res`.
+fn signed_outcome(status: u16, body: &[u8], want: u64, res: &mut WorkerResult) -> String {
+    let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    if status != 200 && status != 201 {
+        let code = v["error"]["code"].as_str().unwrap_or("-");
+        return format!("{status} {code}");
+    }
+    let Some(targets) = v["targets"].as_object() else {
+        return format!("{status} no receipt");
+    };
+    let mut all = targets.len() as u64 == want;
+    for t in targets.values() {
+        let state = t["state"].as_str().unwrap_or("-");
+        all &= state == "delivered";
+        match res.target_states.get_mut(state) {
+            Some(n) => *n += 1,
+            None => {
+                res.target_states.insert(state.to_owned(), 1);
+            }
+        }
+    }
+    match (status, all) {
+        (201, true) => "201 delivered".to_owned(),
+        (201, false) => "201 not all delivered".to_owned(),
+        _ => format!("{status} replayed"),
+    }
+}
+
+async fn signed_worker(
+    ctl: Arc<Ctl>,
+    gen: Arc<SignedGen>,
+    pool: Arc<(u64, Vec<Bytes>)>,
+    addr: SocketAddr,
+    host: String,
+) -> WorkerResult {
+    let mut res = WorkerResult::new();
+    let mut sender = None;
+    while let Some((i, from)) = ctl.ticket().await {
+        let now = now_ms();
+        let body = match pool.1.get(i as usize) {
+            Some(b) if now.saturating_sub(pool.0) < PREGEN_MAX_AGE_MS => b.clone(),
+            _ => {
+                res.signed_in_loop += 1;
+                gen.body(i, now)
+            }
+        };
+        let answer = async {
+            if sender.is_none() {
+                sender = Some(connect_h1(addr).await?);
+            }
+            let s = sender.as_mut().unwrap();
+            s.ready().await?;
+            let req = Request::post("/v2/pushes")
+                .header("host", &host)
+                .header("content-type", "application/json")
+                .body(Full::new(body))?;
+            let resp = s.send_request(req).await?;
+            let status = resp.status().as_u16();
+            let b = resp.into_body().collect().await?.to_bytes();
+            anyhow::Ok((status, b))
+        }
+        .await;
+        match answer {
+            Ok((status, b)) => {
+                let o = signed_outcome(status, &b, gen.targets, &mut res);
+                res.record(from, &o);
+            }
+            Err(_) => {
+                sender = None;
+                res.record(from, "connection error");
+            }
+        }
+    }
+    res
+}
+
+async fn run_signed(a: SignedArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        (1..=100).contains(&a.targets),
+        "--targets is 1 to 100 (SIGNED.md)"
+    );
+    anyhow::ensure!(
+        a.c.burst == 1 && a.c.dup == 1,
+        "signed pushes take --targets, not --burst or --dup"
+    );
+    let targets = loopback_targets(&a.urls)?;
+    let pem =
+        std::fs::read_to_string(&a.key).map_err(|e| anyhow::anyhow!("{}: {e}", a.key.display()))?;
+    let key = sealrelay::parts::PrivateKey::from_pem(&pem)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", a.key.display()))?;
+    // The report's mix: `burst` devices per push.
+    let mut c = a.c.clone();
+    c.burst = a.targets;
+    let gen = Arc::new(SignedGen {
+        mix: Mix::new(&c),
+        key,
+        key_id: a.key_id.clone(),
+        targets: a.targets,
+    });
+    let n = if a.pregen == 0 {
+        c.max_requests
+    } else {
+        a.pregen.min(c.max_requests)
+    };
+    let t0 = Instant::now();
+    let issued = now_ms();
+    let bodies = {
+        let gen = gen.clone();
+        tokio::task::spawn_blocking(move || gen.pregen(n)).await?
+    };
+    let pregen_s = t0.elapsed().as_secs_f64();
+    let body_bytes = bodies.first().map_or(0, Bytes::len);
+    let pool = Arc::new((issued, bodies));
+    let mut probe = Probe::start(&c).await?;
+    probe.also_internal = SIGNED_SCRIPT_INTERNAL;
+    let ctl = Ctl::new(&c);
+    let mut tasks = Vec::new();
+    for k in 0..a.connections.max(1) {
+        let (addr, host) = targets[k % targets.len()].clone();
+        tasks.push(tokio::spawn(signed_worker(
+            ctl.clone(),
+            gen.clone(),
+            pool.clone(),
+            addr,
+            host,
+        )));
+    }
+    let mut res = WorkerResult::new();
+    for t in tasks {
+        res.merge(t.await?);
+    }
+    let elapsed = ctl.start.elapsed().as_secs_f64();
+    drop(pool);
+    let done: u64 = res.outcomes.values().sum();
+    let fwd = res.outcomes.get("201 delivered").copied().unwrap_or(0);
+    let created: u64 = res
+        .outcomes
+        .iter()
+        .filter(|(k, _)| k.starts_with("201 "))
+        .map(|(_, v)| v)
+        .sum();
+    let delivered = res.target_states.get("delivered").copied().unwrap_or(0);
+    let mut extra = serde_json::Map::new();
+    extra.insert("urls".into(), json!(a.urls));
+    extra.insert("connections".into(), json!(a.connections));
+    extra.insert("targets_per_push".into(), json!(a.targets));
+    extra.insert("key_id".into(), json!(a.key_id));
+    extra.insert("forwarded".into(), json!(fwd));
+    extra.insert("forwarded_per_s".into(), json!(fwd as f64 / elapsed));
+    extra.insert("created".into(), json!(created));
+    extra.insert("targets_delivered".into(), json!(delivered));
+    extra.insert(
+        "targets_delivered_per_s".into(),
+        json!(delivered as f64 / elapsed),
+    );
+    extra.insert("target_states".into(), json!(res.target_states));
+    extra.insert("pregen".into(), json!(n));
+    extra.insert("pregen_s".into(), json!(pregen_s));
+    extra.insert("signed_in_loop".into(), json!(res.signed_in_loop));
+    extra.insert("body_bytes".into(), json!(body_bytes));
+    let mut out = report("signed", &c, extra, &res, elapsed);
+    probe.finish(&mut out, done, fwd).await;
+    // Store round trips per created push: the EVALSHAs minus the background ones (the
+    // retry-queue worker's claim polls and the queue gauges' stats scripts, one
+    // ZRANGEBYSCORE or ZCARD inside each), and any other command from the client.
+    if let Some(delta) = out
+        .get("redis_commandstats_delta")
+        .and_then(Value::as_object)
+    {
+        let d = |k: &str| delta.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let background = d("zrangebyscore") + d("zcard");
+        let path = d("evalsha").saturating_sub(background);
+        let other: u64 = delta
+            .iter()
+            .filter(|(k, _)| {
+                !SCRIPT_INTERNAL.contains(&k.as_str())
+                    && !SIGNED_SCRIPT_INTERNAL.contains(&k.as_str())
+                    && !matches!(k.as_str(), "evalsha" | "info" | "dbsize")
+            })
+            .filter_map(|(_, v)| v.as_u64())
+            .sum();
+        let per = |x: u64| {
+            if created > 0 {
+                x as f64 / created as f64
+            } else {
+                0.0
+            }
+        };
+        out.insert("redis_evalsha_request_path".into(), json!(path));
+        out.insert(
+            "redis_evalsha_request_path_per_push".into(),
+            json!(per(path)),
+        );
+        out.insert("redis_other_client_calls".into(), json!(other));
+        out.insert(
+            "redis_other_client_calls_per_push".into(),
+            json!(per(other)),
+        );
+    }
+    eprintln!(
+        "signed {}: {} pushes of {} target(s), {} answered 201 with every target delivered ({:.0}/s); {} bodies pre-signed in {:.2}s, {} signed in the loop; target states {}",
+        c.label,
+        done,
+        a.targets,
+        fwd,
+        fwd as f64 / elapsed,
+        n,
+        pregen_s,
+        res.signed_in_loop,
+        json!(res.target_states)
+    );
+    if let Some(p) = out.get("redis_evalsha_request_path_per_push") {
+        eprintln!(
+            "  redis: {p} EVALSHA per push on the request path (background {}), {} other client calls",
+            out.get("redis_background_calls").unwrap_or(&Value::Null),
+            out["redis_other_client_calls"]
+        );
+    }
+    emit(out, &c)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1090,6 +1467,7 @@ fn main() -> anyhow::Result<()> {
     rt.block_on(async move {
         match cli.cmd {
             Cmd::Load(a) => run_load(a).await,
+            Cmd::Signed(a) => run_signed(a).await,
             Cmd::Mock(a) => run_mock(a).await,
             Cmd::Apns(a) => run_apns(a).await,
             Cmd::Redis(a) => run_redis(a).await,
