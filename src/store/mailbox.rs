@@ -258,8 +258,22 @@ pub enum Op {
         /// The registration the push used.
         sealed: Bytes,
     },
-    /// A watch or signal socket opens.
+    /// A watch socket opens.
     Socket,
+    /// A signal socket of `side` opens: like [`Op::Socket`], and the answer carries the
+    /// side's frame bucket ([`Answer::Frames`]) so the socket spends from it.
+    SignalOpen {
+        /// The side.
+        side: Side,
+    },
+    /// A signal socket of `side` closes and hands its frame bucket back (the later of the
+    /// stored and the given arrival time is kept). Takes no token.
+    SignalClose {
+        /// The side.
+        side: Side,
+        /// The bucket's arrival time, us.
+        tat_us: i64,
+    },
     /// A watch's `ping`: the direction's reader is in the foreground. Takes no bucket
     /// token (the socket's own rate bounds it).
     Ping {
@@ -282,9 +296,9 @@ impl Op {
             | Op::Head { .. }
             | Op::Prune { .. } => Some(Bucket::Reads),
             Op::Register { .. } | Op::Unregister { .. } => Some(Bucket::Registrations),
-            Op::Socket => Some(Bucket::Sockets),
+            Op::Socket | Op::SignalOpen { .. } => Some(Bucket::Sockets),
             Op::Ice => Some(Bucket::Ice),
-            Op::Forget { .. } | Op::Ping { .. } => None,
+            Op::Forget { .. } | Op::Ping { .. } | Op::SignalClose { .. } => None,
         }
     }
 }
@@ -365,8 +379,10 @@ pub enum Answer {
         /// How many are stored.
         count: u64,
     },
-    /// Done (erase, prune, register, unregister, forget, socket, ping, ICE).
+    /// Done (erase, prune, register, unregister, forget, socket, ping, ICE, signal close).
     Done,
+    /// A signal socket opened: its side's frame bucket (arrival time, us; 0 when full).
+    Frames(i64),
 }
 
 #[derive(Debug, Clone, Default)]
@@ -499,6 +515,19 @@ fn apply(current: &mut Mailbox, bearer: &str, op: &Op, now_ms: i64, limits: Limi
             Answer::Done
         }
         Op::Socket | Op::Ice => Answer::Done,
+        Op::SignalOpen { side } => Answer::Frames(
+            current
+                .buckets
+                .get(Bucket::Frames(*side).field())
+                .copied()
+                .unwrap_or(0),
+        ),
+        Op::SignalClose { side, tat_us } => {
+            let f = Bucket::Frames(*side).field();
+            let kept = current.buckets.get(f).copied().unwrap_or(0).max(*tat_us);
+            current.buckets.insert(f, kept);
+            Answer::Done
+        }
         Op::Ping { dir } => {
             current.dirs[dir.index()].foreground_until_ms = now_ms + FOREGROUND_MS;
             Answer::Done

@@ -1141,6 +1141,10 @@ fn mop() -> impl Strategy<Value = (u8, i64, MOp)> {
         1 => dir.clone().prop_map(|dir| MOp::Unregister { dir }),
         1 => (dir.clone(), sealed).prop_map(|(dir, sealed)| MOp::Forget { dir, sealed }),
         1 => Just(MOp::Socket),
+        1 => prop_oneof![Just(super::mailbox::Side::Primary), Just(super::mailbox::Side::Companion)]
+            .prop_map(|side| MOp::SignalOpen { side }),
+        1 => (prop_oneof![Just(super::mailbox::Side::Primary), Just(super::mailbox::Side::Companion)], 0i64..3_000_000_000_000_000)
+            .prop_map(|(side, tat_us)| MOp::SignalClose { side, tat_us }),
         1 => dir.prop_map(|dir| MOp::Ping { dir }),
         2 => Just(MOp::Ice),
     ];

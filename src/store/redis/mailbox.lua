@@ -15,7 +15,7 @@
 --          4 claimed, {5, push code, registration} stored (push: 0 not asked, 1 foreground,
 --          2 throttled, 3 no registration, 4 send), 6 same, 7 conflict, 8 full,
 --          {9, last, more, seq, data, ...} listed, {10, data or false} got,
---          {11, last, count} head, 12 done.
+--          {11, last, count} head, 12 done, {13, frame bucket arrival time} signal open.
 local op, bearer, now, idle = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local meta = KEYS[1]
 local MAX_LIST_BYTES = 1048576
@@ -28,7 +28,7 @@ local rates = {
 local buckets = {
   claim = 't:read', erase = 't:read', list = 't:read', get = 't:read', head = 't:read',
   prune = 't:read', put = 't:env', register = 't:reg', unregister = 't:reg', socket = 't:ws',
-  ice = 't:ice',
+  sigopen = 't:ws', ice = 't:ice',
 }
 local function take(field)
   local r = rates[field]
@@ -145,6 +145,15 @@ elseif op == 'ping' then
   redis.call('HSET', meta, 'f:' .. ARGV[7], string.format('%d', now + 45000))
   return {12}
 elseif op == 'socket' or op == 'ice' then
+  return {12}
+elseif op == 'sigopen' then
+  return {13, redis.call('HGET', meta, 't:sig:' .. ARGV[7]) or '0'}
+elseif op == 'sigclose' then
+  local f = 't:sig:' .. ARGV[7]
+  local have = tonumber(redis.call('HGET', meta, f)) or 0
+  local given = tonumber(ARGV[8])
+  if given > have then have = given end
+  redis.call('HSET', meta, f, string.format('%d', have))
   return {12}
 end
 return redis.error_reply('mailbox.lua: unknown op ' .. tostring(op))

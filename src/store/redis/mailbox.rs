@@ -122,6 +122,11 @@ impl RedisMailboxes {
                 vec![dir.as_str().into(), Value::Bytes(sealed.clone())],
             ),
             Op::Socket => ("socket", vec![]),
+            Op::SignalOpen { side } => ("sigopen", vec![side.as_str().into()]),
+            Op::SignalClose { side, tat_us } => (
+                "sigclose",
+                vec![side.as_str().into(), tat_us.to_string().into()],
+            ),
             Op::Ping { dir } => ("ping", vec![dir.as_str().into()]),
             Op::Ice => ("ice", vec![]),
         };
@@ -183,6 +188,13 @@ impl RedisMailboxes {
                 count: reply.get(2).and_then(int_of).ok_or_else(bad)?,
             },
             12 => Answer::Done,
+            13 => Answer::Frames(
+                reply
+                    .get(1)
+                    .and_then(int_of)
+                    .and_then(|t| i64::try_from(t).ok())
+                    .ok_or_else(bad)?,
+            ),
             _ => return Err(bad()),
         })
     }
