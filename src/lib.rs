@@ -65,6 +65,9 @@ pub mod parts {
     pub use crate::delivery::alert::DEFAULT_MAX_CIPHERTEXT_CHARS;
     pub use crate::delivery::alert_body;
     pub use crate::delivery::Alert;
+    /// The FCM push module, driven black box by `tests/fcm.rs` against the test kit's mock
+    /// (the mailbox front-end calls it from inside the crate).
+    pub use crate::push::fcm;
     pub use crate::signed::request::SignedPush;
     pub use crate::signed::sig::{read_authorization, sign_request, PrivateKey, ReadAuthorization};
     pub use crate::store::redis::policy::admit_lua;
