@@ -19,6 +19,7 @@
 
 mod admin;
 mod apns;
+mod fcm;
 mod listen;
 mod policy;
 mod store;
@@ -93,6 +94,9 @@ pub struct Config {
     pub(crate) admin: crate::admin::Settings,
     /// Signed pushes (`/v2`).
     pub(crate) signed: crate::signed::api::Settings,
+    /// The FCM push module, when a service account is configured.
+    #[allow(dead_code)] // read by the mailbox front-end, which loads the module
+    pub(crate) fcm: Option<crate::push::fcm::Settings>,
 }
 
 /// Everything wrong with a configuration, one line per problem.
@@ -269,6 +273,7 @@ impl Config {
         let v1 = v1::read(&mut r, &delivery, &core);
         let telemetry = telemetry::read(&mut r);
         let admin = admin::read(&mut r);
+        let fcm = fcm::read(&mut r);
         let signed = crate::signed::api::Settings {
             default_topic: match &delivery {
                 Delivery::Apns(a) => Some(a.topic.clone()),
@@ -289,6 +294,7 @@ impl Config {
                 telemetry,
                 admin,
                 signed,
+                fcm,
             })
         } else {
             Err(ConfigErrors(r.errors))
