@@ -695,11 +695,18 @@ pub fn google_error_body(
             "fieldViolations": [{"field": field, "description": description}]
         }));
     }
-    let mut err = json!({"code": code, "message": message, "status": status});
+    // Written by hand to keep Google's member order whatever serde_json's features.
+    let mut out = format!(
+        r#"{{"error":{{"code":{code},"message":{},"status":{}"#,
+        Value::from(message),
+        Value::from(status)
+    );
     if !details.is_empty() {
-        err["details"] = Value::Array(details);
+        out.push_str(",\"details\":");
+        out.push_str(&Value::Array(details).to_string());
     }
-    json!({ "error": err }).to_string()
+    out.push_str("}}");
+    out
 }
 
 fn scripted_response(reply: &MockReply, name: &str) -> (u16, Response<Full<Bytes>>) {
