@@ -137,7 +137,7 @@ impl FcmClient {
     }
 
     /// Sends one data-only message to the device with registration token `token`, exactly
-    /// the spec's JSON (see [`super::message`]), within [`SEND_TIMEOUT`]. Never panics and
+    /// the spec's JSON (see the `message` module), within [`SEND_TIMEOUT`]. Never panics and
     /// never fails in another way than the returned outcome. A 401 from FCM drops the
     /// cached access token and retries once with a new one (not for
     /// `THIRD_PARTY_AUTH_ERROR`, which a new token cannot fix).

@@ -25,6 +25,8 @@ mod outcome;
 
 use std::path::PathBuf;
 
+/// What [`FcmOutcome::class`] returns, re-exported so the module's users name it here.
+pub use super::VerdictClass;
 pub use auth::{ServiceAccount, FCM_SCOPE};
 pub(crate) use client::check_base_url;
 pub use client::{FcmClient, DEFAULT_URL, SEND_TIMEOUT};
