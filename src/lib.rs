@@ -67,6 +67,7 @@ pub mod parts {
     pub use crate::delivery::Alert;
     pub use crate::mailbox::ice;
     pub use crate::metrics::register_known as register_metrics;
+    pub use crate::push::fcm;
     pub use crate::secret::Secret;
     pub use crate::signed::request::SignedPush;
     pub use crate::signed::sig::{read_authorization, sign_request, PrivateKey, ReadAuthorization};

@@ -174,6 +174,7 @@ pub fn register_known(intake: &[(&'static str, &'static str)], store_ops: &[&'st
         let _ = histogram!(STORE_DURATION, "op" => *op);
     }
     counter!(TOKEN_REFRESHES).absolute(0);
+    counter!(FCM_TOKEN_REFRESHES).absolute(0);
     counter!(RETRY_UNOPENABLE).absolute(0);
     counter!(TRACE_EXPORT_ERRORS).absolute(0);
     counter!(FANOUT_LAGGED).absolute(0);
@@ -327,6 +328,11 @@ pub fn store_op(op: &'static str, elapsed: Duration, ok: bool) {
 /// A provider token was signed.
 pub fn provider_token_refreshed() {
     counter!(TOKEN_REFRESHES).increment(1);
+}
+
+/// An FCM access token was fetched.
+pub fn fcm_token_refreshed() {
+    counter!(FCM_TOKEN_REFRESHES).increment(1);
 }
 
 /// The replica entered (true) or left (false) degraded mode.

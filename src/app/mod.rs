@@ -164,6 +164,11 @@ impl App {
                 client.clone(),
             )));
         }
+        if let Some(f) = &cfg.fcm {
+            let client = Arc::new(crate::push::fcm::FcmClient::new(f)?);
+            tracing::info!(project = client.project_id(), "FCM module loaded");
+            modules.push(Arc::new(crate::mailbox::push::fcm::FcmModule::new(client)));
+        }
         let delivery = Arc::new(Delivery::new(
             cfg.core.clone(),
             store.clone(),

@@ -19,6 +19,7 @@
 
 mod admin;
 mod apns;
+mod fcm;
 mod ice;
 mod listen;
 mod mailbox;
@@ -99,6 +100,8 @@ pub struct Config {
     pub(crate) mailbox: crate::mailbox::Settings,
     /// The mailbox ICE extension's providers.
     pub(crate) ice: crate::mailbox::ice::Settings,
+    /// The FCM push module, when a service account is configured.
+    pub(crate) fcm: Option<crate::push::fcm::Settings>,
 }
 
 /// Everything wrong with a configuration, one line per problem.
@@ -282,6 +285,7 @@ impl Config {
                 r.problem(format!("RELAY_APPS: app {:?} has ice but no ICE provider is configured (set RELAY_ICE_STUN_URLS, RELAY_ICE_TURN_URLS with RELAY_ICE_TURN_SECRET, or RELAY_ICE_CLOUDFLARE_KEY_ID with RELAY_ICE_CLOUDFLARE_API_TOKEN)", app.name));
             }
         }
+        let fcm = fcm::read(&mut r);
         let signed = crate::signed::api::Settings {
             default_topic: match &delivery {
                 Delivery::Apns(a) => Some(a.topic.clone()),
@@ -304,6 +308,7 @@ impl Config {
                 signed,
                 mailbox,
                 ice,
+                fcm,
             })
         } else {
             Err(ConfigErrors(r.errors))

@@ -14,6 +14,7 @@
 //! still the registration the push used.
 
 pub mod apns;
+pub mod fcm;
 
 use std::sync::Arc;
 

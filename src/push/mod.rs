@@ -3,6 +3,8 @@
 //!
 //! - [`apns`]: Apple Push Notification service over HTTP/2 (the provider token, the client,
 //!   the payloads, the classification of Apple's answers);
+//! - [`fcm`]: Firebase Cloud Messaging HTTP v1 (the service account and its OAuth2 access
+//!   token, the client, the data-only messages, the classification of Google's answers);
 //! - [`tls`]: the one TLS client configuration every outbound connection uses.
 //!
 //! Every answer a service gives is classified into one of the [`VerdictClass`]es, which is
@@ -11,6 +13,7 @@
 //! request cannot succeed; never retried).
 
 pub mod apns;
+pub mod fcm;
 pub mod tls;
 
 use std::future::Future;

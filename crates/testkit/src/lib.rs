@@ -2,6 +2,8 @@
 //! benchmarks and the local stack.
 //!
 //! - [`mock_apns`]: an APNs stand-in speaking HTTP/2 over TLS that checks provider JWTs;
+//! - [`mock_fcm`]: an FCM HTTP v1 and OAuth2 token endpoint stand-in over TLS that checks
+//!   the service account's RS256 assertions and the message shape;
 //! - [`pki`]: a throwaway CA with a server certificate for 127.0.0.1, and APNs-style keys;
 //! - [`redis`]: a real `redis-server`, or a three-master Redis Cluster, on ports it holds;
 //! - [`process`]: a child process whose output is read line by line, stopped by its id;
@@ -17,6 +19,7 @@
 
 pub mod mock_apns;
 pub mod mock_cloudflare;
+pub mod mock_fcm;
 pub mod otlp;
 pub mod pki;
 pub mod process;
