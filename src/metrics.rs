@@ -112,6 +112,12 @@ const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0, 10.0,
 ];
 
+/// Buckets for the delays of live messages between replicas, whose targets are in the
+/// low milliseconds.
+const FINE_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+];
+
 /// The signed API's (route, code) pairs registered at start-up.
 const SIGNED_CODES: &[(&str, &str)] = &[
     ("push", "created"),
@@ -144,6 +150,8 @@ pub fn handle() -> PrometheusHandle {
         .get_or_init(|| {
             let handle = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+                .and_then(|b| b.set_buckets_for_metric(Matcher::Full(SIGNAL_FRAME_DELAY.into()), FINE_BUCKETS))
+                .and_then(|b| b.set_buckets_for_metric(Matcher::Full(FANOUT_DELAY.into()), FINE_BUCKETS))
                 .expect("static buckets are valid")
                 .install_recorder()
                 .expect("no other metrics recorder is installed");
@@ -472,6 +480,45 @@ pub fn register_mailbox(
     for kind in ["watch", "signal"] {
         gauge!(MAILBOX_SOCKETS_OPEN, "kind" => kind).set(0.0);
     }
+    for result in ["relayed", "dropped"] {
+        counter!(SIGNAL_FRAMES, "result" => result).absolute(0);
+    }
+    counter!(SIGNAL_BYTES).absolute(0);
+    for code in SIGNAL_CLOSE_CODES {
+        counter!(SIGNAL_CLOSES, "code" => *code).absolute(0);
+    }
+    let _ = histogram!(SIGNAL_FRAME_DELAY);
+}
+
+/// The close codes a signal socket is closed with by the relay, as labelled.
+pub const SIGNAL_CLOSE_CODES: &[&str] = &["1000", "1001", "1003", "1008", "1009", "4000"];
+
+/// A signal socket closed by the relay with `code`.
+pub fn signal_close(code: u16) {
+    let label = match code {
+        1000 => "1000",
+        1001 => "1001",
+        1003 => "1003",
+        1008 => "1008",
+        1009 => "1009",
+        4000 => "4000",
+        _ => "other",
+    };
+    counter!(SIGNAL_CLOSES, "code" => label).increment(1);
+}
+
+/// A signal frame from a client: relayed (the other side was there) or dropped.
+pub fn signal_frame(relayed: bool, bytes: usize) {
+    let result = if relayed { "relayed" } else { "dropped" };
+    counter!(SIGNAL_FRAMES, "result" => result).increment(1);
+    if relayed {
+        counter!(SIGNAL_BYTES).increment(bytes as u64);
+    }
+}
+
+/// A frame's delay from the sending side's replica to the receiving side's.
+pub fn signal_frame_delay(d: Duration) {
+    histogram!(SIGNAL_FRAME_DELAY).record(d.as_secs_f64());
 }
 
 /// One finished mailbox request.

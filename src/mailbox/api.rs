@@ -86,7 +86,14 @@ pub async fn dispatch(State(m): State<Arc<Mailboxes>>, req: Request) -> Response
         ),
         (Route::Ice, &Method::GET) => ("ice", ice(&m, &app, &id, &name, req).await),
         (Route::Ice, _) => ("ice", MailboxError::MethodNotAllowed("GET").into_response()),
-        (Route::Signal(_), _) => ("signal", MailboxError::NotFound.into_response()),
+        (Route::Signal(side), &Method::GET) => (
+            "signal",
+            super::signal::upgrade(m.clone(), name.clone(), side, req).await,
+        ),
+        (Route::Signal(_), _) => (
+            "signal",
+            MailboxError::MethodNotAllowed("GET").into_response(),
+        ),
     };
     let status = resp.status().as_u16();
     metrics::mailbox_request(label, status);

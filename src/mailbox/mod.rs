@@ -9,6 +9,7 @@
 //! - [`api`]: the HTTP handlers, one store round trip each ([`crate::store::mailbox`]);
 //! - [`watch`]: the watch WebSocket (`seq <n>` from any replica, `ping`/`pong`, the
 //!   foreground);
+//! - [`signal`]: the signal rendezvous across replicas (presence, replacement, frames);
 //! - [`push`]: registrations (checked by the service's module, sealed at rest) and the
 //!   best-effort push after a write;
 //! - [`ice`]: STUN/TURN credentials (STUN, coturn's REST scheme, Cloudflare Realtime);
@@ -23,6 +24,7 @@ pub mod error;
 pub mod ice;
 pub mod path;
 pub mod push;
+pub mod signal;
 pub mod watch;
 
 use std::sync::Arc;

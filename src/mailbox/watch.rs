@@ -49,14 +49,19 @@ pub async fn close(socket: &mut WebSocket, code: u16, reason: &'static str) {
         .await;
 }
 
+/// A checked upgrade: the upgrade ready to take, the store's answer, the bearer, the
+/// subscription to the mailbox's channel.
+pub(super) type Accepted = (WebSocketUpgrade, Answer, Bearer, Subscription);
+
 /// The checks of a mailbox socket's upgrade, shared by watch and signal: the bearer, the
-/// fan-out subscription, the store's check and bucket. The upgrade, ready to take.
+/// fan-out subscription, the store's check and bucket (`op`). The upgrade, ready to take.
 pub(super) async fn accept(
     m: &Mailboxes,
     name: &Name,
     req: Request,
     max_message: usize,
-) -> Result<(WebSocketUpgrade, Bearer, Subscription), MailboxError> {
+    op: Op,
+) -> Result<Accepted, MailboxError> {
     let (mut parts, _) = req.into_parts();
     let bearer = auth::from_upgrade(&parts.headers).ok_or(MailboxError::Unauthorized)?;
     let upgrade = WebSocketUpgrade::from_request_parts(&mut parts, &())
@@ -68,19 +73,19 @@ pub(super) async fn accept(
         .subscribe(&m.store.mailbox_channel(name))
         .await
         .map_err(|_| MailboxError::Unavailable)?;
-    run(m, name, &bearer, &Op::Socket).await?;
+    let answer = run(m, name, &bearer, &op).await?;
     let upgrade = upgrade
         .protocols([auth::SUBPROTOCOL])
         .max_message_size(max_message)
         .max_frame_size(max_message);
-    Ok((upgrade, bearer, sub))
+    Ok((upgrade, answer, bearer, sub))
 }
 
 /// The watch upgrade.
 pub async fn upgrade(m: Arc<Mailboxes>, name: Name, dir: Dir, req: Request) -> Response {
-    match accept(&m, &name, req, MAX_MESSAGE).await {
+    match accept(&m, &name, req, MAX_MESSAGE, Op::Socket).await {
         Err(e) => e.into_response(),
-        Ok((upgrade, bearer, sub)) => {
+        Ok((upgrade, _, bearer, sub)) => {
             upgrade.on_upgrade(move |socket| serve(m, name, dir, bearer, sub, socket))
         }
     }

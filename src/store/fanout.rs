@@ -30,6 +30,9 @@ use super::StoreError;
 
 /// Messages a subscriber may fall behind by before it loses the oldest.
 const BUFFER: usize = 256;
+/// The same for a signal rendezvous's channel (names ending `:sig`), which carries bursts
+/// of frames: a side's whole frame bucket (400) with room to spare.
+const SIGNAL_BUFFER: usize = 1024;
 
 /// Where a message goes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -66,6 +69,15 @@ impl Channel {
     pub fn is_sharded(&self) -> bool {
         self.sharded
     }
+
+    /// How far a local subscriber may fall behind.
+    fn buffer(&self) -> usize {
+        if self.name.ends_with(":sig") {
+            SIGNAL_BUFFER
+        } else {
+            BUFFER
+        }
+    }
 }
 
 /// A message as it travels: the publish instant (ms, for the delay metric) in decimal, a
@@ -99,7 +111,7 @@ impl Hub {
         match map.get(channel) {
             Some(tx) => (tx.subscribe(), false),
             None => {
-                let (tx, rx) = broadcast::channel(BUFFER);
+                let (tx, rx) = broadcast::channel(channel.buffer());
                 map.insert(channel.clone(), tx);
                 (rx, true)
             }

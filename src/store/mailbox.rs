@@ -582,6 +582,7 @@ impl MemoryMailboxes {
     }
 
     /// Mailboxes held.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
     }

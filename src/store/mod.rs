@@ -834,6 +834,11 @@ impl Store {
         fanout::Channel::sharded(format!("{}{{mb:{}}}:ev", self.prefix, name.as_str()))
     }
 
+    /// The channel of a mailbox's signal rendezvous (presence, replacement, frames).
+    pub fn signal_channel(&self, name: &mailbox::Name) -> fanout::Channel {
+        fanout::Channel::sharded(format!("{}{{mb:{}}}:sig", self.prefix, name.as_str()))
+    }
+
     /// One mailbox request (see [`mailbox::Op`]) for the bearer whose SHA-256 hex is
     /// `bearer`. One round trip on Redis; what live sockets must hear is published by the
     /// same script (in process: here).

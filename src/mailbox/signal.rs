@@ -1,0 +1,484 @@
+//! `GET .../signal/<primary|companion>`: the rendezvous for a direct connection between the
+//! two devices of a link (the spec's "Signal"). The relay stores and reads no frame.
+//!
+//! The upgrade is the watch's (bearer, sockets' bucket, subprotocol `zerobyte.v1`). Then:
+//!
+//! | Relay sends | When |
+//! | --- | --- |
+//! | text `peer 1` | to both sides, when both are connected (again to a side whose peer was replaced) |
+//! | text `peer 0` | to the side left, when the other disconnects |
+//! | a binary frame | exactly as the other side sent it |
+//! | text `pong` | in answer to `ping` |
+//!
+//! A binary frame of at most 64 KiB goes to the other side if it is connected, else it is
+//! dropped; other text closes with 1003, a larger frame with 1009 (tungstenite's own limit is
+//! set far above it, so the relay can send the close frame), a second socket for the same
+//! side replaces the first (4000 `replaced`), erasing the mailbox closes both (1000), a side
+//! over its frame bucket (400, 50 per second, kept per side in the store across
+//! reconnects) is closed with 1008, and the relay stopping closes with 1001.
+//!
+//! The two sides may be on different replicas: presence, replacement and frames travel on
+//! the mailbox's signal channel of the fan-out (sharded pub/sub on the mailbox's hash tag),
+//! as short messages `<kind><side><socket id>[...]`: `H` hello (with the socket's opening
+//! instant, so the older of two sockets of one side is the one replaced), `R` the reply to
+//! a hello, `T` a heartbeat every [`BEAT`], `B` goodbye, `F` a frame (with the instant it
+//! was sent, for the cross-replica latency metric). A peer not heard from for [`PEER_TIMEOUT`]
+//! is gone (a replica that died says no goodbye): no side stays marked present longer.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{Message, WebSocket};
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use bytes::{BufMut, Bytes, BytesMut};
+
+use super::api::run;
+use super::auth::Bearer;
+use super::error::MailboxError;
+use super::watch::{accept, close, GOING_AWAY, NORMAL, UNSUPPORTED};
+use super::Mailboxes;
+use crate::metrics;
+use crate::policy::gcra_take;
+use crate::store::fanout::{Channel, Subscription};
+use crate::store::mailbox::{Answer, Bucket, Name, Op, Side};
+
+/// The largest frame relayed.
+pub const MAX_FRAME: usize = 64 * 1024;
+/// What tungstenite accepts before dropping a connection without a close frame: far above
+/// [`MAX_FRAME`], so a larger frame is read whole and answered with 1009.
+const READ_LIMIT: usize = 1024 * 1024;
+/// How often a socket tells the other side it is still there.
+pub const BEAT: Duration = Duration::from_secs(5);
+/// A peer not heard from for this long is gone.
+pub const PEER_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The frame is larger than [`MAX_FRAME`].
+pub const TOO_BIG: u16 = 1009;
+/// The side sends faster than its bucket.
+pub const POLICY: u16 = 1008;
+/// A newer socket took this side.
+pub const REPLACED: u16 = 4000;
+
+/// One signal message on the fan-out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Note {
+    /// A socket opened at `opened_us`.
+    Hello {
+        side: Side,
+        id: [u8; 16],
+        opened_us: i64,
+    },
+    /// A socket answers a hello: it is there.
+    Here { side: Side, id: [u8; 16] },
+    /// A socket is still there.
+    Beat { side: Side, id: [u8; 16] },
+    /// A socket closed.
+    Bye { side: Side, id: [u8; 16] },
+    /// A frame, sent at `sent_us`.
+    Frame {
+        side: Side,
+        id: [u8; 16],
+        sent_us: i64,
+        data: Bytes,
+    },
+}
+
+fn side_byte(s: Side) -> u8 {
+    match s {
+        Side::Primary => b'p',
+        Side::Companion => b'c',
+    }
+}
+
+impl Note {
+    /// The wire form: kind, side, the socket id (16 hex), then per kind a 16-digit instant
+    /// and the frame's bytes.
+    pub(crate) fn encode(&self) -> Bytes {
+        let (kind, side, id) = match self {
+            Note::Hello { side, id, .. } => (b'H', side, id),
+            Note::Here { side, id } => (b'R', side, id),
+            Note::Beat { side, id } => (b'T', side, id),
+            Note::Bye { side, id } => (b'B', side, id),
+            Note::Frame { side, id, .. } => (b'F', side, id),
+        };
+        let mut b = BytesMut::with_capacity(
+            34 + if let Note::Frame { data, .. } = self {
+                data.len()
+            } else {
+                0
+            },
+        );
+        b.put_u8(kind);
+        b.put_u8(side_byte(*side));
+        b.put_slice(id);
+        match self {
+            Note::Hello { opened_us, .. } => b.put_slice(format!("{opened_us:016}").as_bytes()),
+            Note::Frame { sent_us, data, .. } => {
+                b.put_slice(format!("{sent_us:016}").as_bytes());
+                b.put_slice(data);
+            }
+            _ => {}
+        }
+        b.freeze()
+    }
+
+    /// Inverse of [`Note::encode`]; `None` for anything else.
+    pub(crate) fn decode(b: &Bytes) -> Option<Self> {
+        if b.len() < 18 {
+            return None;
+        }
+        let side = match b[1] {
+            b'p' => Side::Primary,
+            b'c' => Side::Companion,
+            _ => return None,
+        };
+        let mut id = [0u8; 16];
+        id.copy_from_slice(&b[2..18]);
+        let instant = || -> Option<i64> { std::str::from_utf8(b.get(18..34)?).ok()?.parse().ok() };
+        Some(match b[0] {
+            b'H' if b.len() == 34 => Note::Hello {
+                side,
+                id,
+                opened_us: instant()?,
+            },
+            b'R' if b.len() == 18 => Note::Here { side, id },
+            b'T' if b.len() == 18 => Note::Beat { side, id },
+            b'B' if b.len() == 18 => Note::Bye { side, id },
+            b'F' if b.len() >= 34 => Note::Frame {
+                side,
+                id,
+                sent_us: instant()?,
+                data: b.slice(34..),
+            },
+            _ => return None,
+        })
+    }
+}
+
+fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+fn socket_id() -> [u8; 16] {
+    let mut raw = [0u8; 8];
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut raw);
+    let mut id = [0u8; 16];
+    id.copy_from_slice(crate::device::hex(&raw).as_bytes());
+    id
+}
+
+/// The signal upgrade. Round trips: the two fan-out subscriptions (the mailbox's channel
+/// for `erase`, its signal channel) and one script (bearer, bucket, the side's frame
+/// bucket); one more when the socket closes (the frame bucket handed back).
+pub async fn upgrade(m: Arc<Mailboxes>, name: Name, side: Side, req: Request) -> Response {
+    let channel = m.store.signal_channel(&name);
+    let signals = match m.store.fanout().subscribe(&channel).await {
+        Ok(s) => s,
+        Err(_) => return MailboxError::Unavailable.into_response(),
+    };
+    let (upgrade, answer, bearer, events) =
+        match accept(&m, &name, req, READ_LIMIT, Op::SignalOpen { side }).await {
+            Ok(x) => x,
+            Err(e) => return e.into_response(),
+        };
+    let tat = match answer {
+        Answer::Frames(t) => t,
+        _ => 0,
+    };
+    upgrade.on_upgrade(move |socket| async move {
+        let s = Session {
+            m,
+            name,
+            side,
+            bearer,
+            channel,
+            id: socket_id(),
+            opened_us: now_us(),
+            tat_us: tat,
+            peer: None,
+        };
+        s.serve(socket, events, signals).await;
+    })
+}
+
+struct Session {
+    m: Arc<Mailboxes>,
+    name: Name,
+    side: Side,
+    bearer: Bearer,
+    channel: Channel,
+    id: [u8; 16],
+    opened_us: i64,
+    /// The side's frame bucket (arrival time, us).
+    tat_us: i64,
+    /// The other side's socket and when it was last heard from.
+    peer: Option<([u8; 16], Instant)>,
+}
+
+/// Why a session ended.
+enum End {
+    /// The relay closed it with this code.
+    Closed(u16),
+    /// The client left (or the connection broke).
+    Left,
+}
+
+impl Session {
+    async fn publish(&self, note: Note) {
+        let _ = self
+            .m
+            .store
+            .fanout()
+            .publish(&self.channel, &note.encode(), self.m.now_ms())
+            .await;
+    }
+
+    async fn text(socket: &mut WebSocket, t: &'static str) -> bool {
+        socket.send(Message::Text(t.into())).await.is_ok()
+    }
+
+    async fn serve(
+        mut self,
+        mut socket: WebSocket,
+        mut events: Subscription,
+        mut signals: Subscription,
+    ) {
+        let _open = metrics::SocketGuard::open("signal");
+        self.publish(Note::Hello {
+            side: self.side,
+            id: self.id,
+            opened_us: self.opened_us,
+        })
+        .await;
+        let end = self.run(&mut socket, &mut events, &mut signals).await;
+        if let End::Closed(code) = end {
+            metrics::signal_close(code);
+            if code != REPLACED {
+                // A replaced socket says no goodbye: its side is still there, in its successor.
+                self.publish(Note::Bye {
+                    side: self.side,
+                    id: self.id,
+                })
+                .await;
+            }
+        } else {
+            self.publish(Note::Bye {
+                side: self.side,
+                id: self.id,
+            })
+            .await;
+        }
+        let op = Op::SignalClose {
+            side: self.side,
+            tat_us: self.tat_us,
+        };
+        let _ = run(&self.m, &self.name, &self.bearer, &op).await;
+    }
+
+    async fn run(
+        &mut self,
+        socket: &mut WebSocket,
+        events: &mut Subscription,
+        signals: &mut Subscription,
+    ) -> End {
+        let mut stop = self.m.stop.clone();
+        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + BEAT, BEAT);
+        let (capacity, emission) = Bucket::Frames(self.side).rate();
+        loop {
+            tokio::select! {
+                msg = socket.recv() => match msg {
+                    Some(Ok(Message::Binary(data))) => {
+                        if data.len() > MAX_FRAME {
+                            close(socket, TOO_BIG, "frame too large").await;
+                            return End::Closed(TOO_BIG);
+                        }
+                        match gcra_take(self.tat_us, now_us(), emission, capacity) {
+                            Ok(t) => self.tat_us = t,
+                            Err(_) => {
+                                metrics::mailbox_rate_limited(Bucket::Frames(self.side).label());
+                                close(socket, POLICY, "too many frames").await;
+                                return End::Closed(POLICY);
+                            }
+                        }
+                        if self.peer.is_some() {
+                            metrics::signal_frame(true, data.len());
+                            self.publish(Note::Frame { side: self.side, id: self.id, sent_us: now_us(), data }).await;
+                        } else {
+                            metrics::signal_frame(false, data.len());
+                        }
+                    }
+                    Some(Ok(Message::Text(t))) if t.as_str() == "ping" => {
+                        if !Self::text(socket, "pong").await {
+                            return End::Left;
+                        }
+                    }
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    Some(Ok(Message::Text(_))) => {
+                        close(socket, UNSUPPORTED, "unsupported").await;
+                        return End::Closed(UNSUPPORTED);
+                    }
+                    Some(Ok(Message::Close(_))) | None => return End::Left,
+                    // A broken connection, or a message over READ_LIMIT (which tungstenite
+                    // refuses without a close frame).
+                    Some(Err(_)) => return End::Left,
+                },
+                note = signals.recv() => {
+                    let Some(note) = note else {
+                        close(socket, GOING_AWAY, "going away").await;
+                        return End::Closed(GOING_AWAY);
+                    };
+                    if let Some(end) = self.on_note(socket, &note).await {
+                        return end;
+                    }
+                },
+                ev = events.recv() => match ev {
+                    Some(ev) if &ev[..] == b"erase" => {
+                        close(socket, NORMAL, "erased").await;
+                        return End::Closed(NORMAL);
+                    }
+                    Some(_) => {}
+                    None => {
+                        close(socket, GOING_AWAY, "going away").await;
+                        return End::Closed(GOING_AWAY);
+                    }
+                },
+                _ = beat.tick() => {
+                    self.publish(Note::Beat { side: self.side, id: self.id }).await;
+                    if self.peer.is_some_and(|(_, seen)| seen.elapsed() > PEER_TIMEOUT) {
+                        self.peer = None;
+                        if !Self::text(socket, "peer 0").await {
+                            return End::Left;
+                        }
+                    }
+                },
+                _ = stop.changed() => {
+                    close(socket, GOING_AWAY, "going away").await;
+                    return End::Closed(GOING_AWAY);
+                }
+            }
+        }
+    }
+
+    /// Acts on one note of the signal channel; `Some` when the session ends.
+    async fn on_note(&mut self, socket: &mut WebSocket, raw: &Bytes) -> Option<End> {
+        let note = Note::decode(raw)?;
+        let other = self.side.other();
+        match note {
+            Note::Hello {
+                side,
+                id,
+                opened_us,
+            } if side == self.side && id != self.id => {
+                // Two sockets of one side: the older goes.
+                if (opened_us, id) > (self.opened_us, self.id) {
+                    close(socket, REPLACED, "replaced").await;
+                    return Some(End::Closed(REPLACED));
+                }
+            }
+            Note::Hello { side, id, .. } if side == other => {
+                self.publish(Note::Here {
+                    side: self.side,
+                    id: self.id,
+                })
+                .await;
+                return self.seen(socket, id).await;
+            }
+            Note::Here { side, id } | Note::Beat { side, id } if side == other => {
+                return self.seen(socket, id).await;
+            }
+            Note::Bye { side, id } if side == other => {
+                if self.peer.is_some_and(|(p, _)| p == id) {
+                    self.peer = None;
+                    if !Self::text(socket, "peer 0").await {
+                        return Some(End::Left);
+                    }
+                }
+            }
+            Note::Frame {
+                side,
+                id,
+                sent_us,
+                data,
+            } if side == other => {
+                metrics::signal_frame_delay(Duration::from_micros(
+                    (now_us() - sent_us).max(0) as u64
+                ));
+                // A frame from a socket not yet seen is the peer too.
+                if let Some(end) = self.seen(socket, id).await {
+                    return Some(end);
+                }
+                if socket.send(Message::Binary(data)).await.is_err() {
+                    return Some(End::Left);
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+
+    /// The other side's socket `id` is there: `peer 1` if it is new.
+    async fn seen(&mut self, socket: &mut WebSocket, id: [u8; 16]) -> Option<End> {
+        let fresh = self.peer.is_none_or(|(p, _)| p != id);
+        self.peer = Some((id, Instant::now()));
+        if fresh && !Self::text(socket, "peer 1").await {
+            return Some(End::Left);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn notes_round_trip() {
+        let id = *b"0123456789abcdef";
+        for n in [
+            Note::Hello {
+                side: Side::Primary,
+                id,
+                opened_us: 1_790_000_000_000_000,
+            },
+            Note::Here {
+                side: Side::Companion,
+                id,
+            },
+            Note::Beat {
+                side: Side::Primary,
+                id,
+            },
+            Note::Bye {
+                side: Side::Companion,
+                id,
+            },
+            Note::Frame {
+                side: Side::Primary,
+                id,
+                sent_us: 5,
+                data: Bytes::from_static(b"\x00\x01frame"),
+            },
+            Note::Frame {
+                side: Side::Companion,
+                id,
+                sent_us: 5,
+                data: Bytes::new(),
+            },
+        ] {
+            assert_eq!(Note::decode(&n.encode()), Some(n));
+        }
+        assert_eq!(Note::decode(&Bytes::from_static(b"seq p2c 1")), None);
+        assert_eq!(Note::decode(&Bytes::from_static(b"erase")), None);
+    }
+
+    proptest! {
+        #[test]
+        fn no_note_panics(b in proptest::collection::vec(any::<u8>(), 0..80)) {
+            let _ = Note::decode(&Bytes::from(b));
+        }
+    }
+}
