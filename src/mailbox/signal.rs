@@ -23,7 +23,8 @@
 //! instant, so the older of two sockets of one side is the one replaced), `R` the reply to
 //! a hello, `T` a heartbeat every [`BEAT`], `B` goodbye, `F` a frame (with the instant it
 //! was sent, for the cross-replica latency metric). A peer not heard from for [`PEER_TIMEOUT`]
-//! is gone (a replica that died says no goodbye): no side stays marked present longer.
+//! is gone (a replica that died says no goodbye): no side stays marked present longer than
+//! 16 s after its replica died.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,8 +51,11 @@ pub const MAX_FRAME: usize = 64 * 1024;
 const READ_LIMIT: usize = 1024 * 1024;
 /// How often a socket tells the other side it is still there.
 pub const BEAT: Duration = Duration::from_secs(5);
-/// A peer not heard from for this long is gone.
+/// A peer not heard from for this long is gone (checked every [`CHECK`], so no side stays
+/// marked present longer than `PEER_TIMEOUT + CHECK` after its replica died).
 pub const PEER_TIMEOUT: Duration = Duration::from_secs(15);
+/// How often a socket checks that its peer is still heard from.
+pub const CHECK: Duration = Duration::from_secs(1);
 
 /// The frame is larger than [`MAX_FRAME`].
 pub const TOO_BIG: u16 = 1009;
@@ -286,6 +290,7 @@ impl Session {
     ) -> End {
         let mut stop = self.m.stop.clone();
         let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + BEAT, BEAT);
+        let mut check = tokio::time::interval_at(tokio::time::Instant::now() + CHECK, CHECK);
         let (capacity, emission) = Bucket::Frames(self.side).rate();
         loop {
             tokio::select! {
@@ -347,6 +352,8 @@ impl Session {
                 },
                 _ = beat.tick() => {
                     self.publish(Note::Beat { side: self.side, id: self.id }).await;
+                },
+                _ = check.tick() => {
                     if self.peer.is_some_and(|(_, seen)| seen.elapsed() > PEER_TIMEOUT) {
                         self.peer = None;
                         if !Self::text(socket, "peer 0").await {

@@ -1,0 +1,175 @@
+//! Mailboxes across two replicas sharing one Redis, standalone and a real three-master
+//! Cluster: a claim seen by both, buckets shared (N replicas do not grant N times the
+//! limit), a watch on one replica sees a write on the other, a push asked on one replica is
+//! sent with the registration made on the other, the signal sides on different replicas
+//! (presence, frames, replacement), and an erase closing every socket on both.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::mailbox::*;
+use common::*;
+use futures_util::StreamExt;
+use serde_json::json;
+use tokio_tungstenite::tungstenite::Message;
+
+const WAIT: Duration = Duration::from_secs(5);
+
+async fn two(url: &str) -> (Harness, Harness) {
+    let opts = || {
+        Options::default()
+            .var("REDIS_URL", url)
+            .var("RELAY_APPS", "chat:push=com.example.cronstable,signal")
+            .var(
+                "RELAY_QUEUE_KEY",
+                "mailbox-replicas-test-queue-key-0123456789",
+            )
+    };
+    let a = Harness::with(opts()).await;
+    let b = Harness::with(opts()).await;
+    for h in [&a, &b] {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while h.admin("/readyz").await.status != 200 {
+            assert!(Instant::now() < deadline, "a replica never became ready");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    (a, b)
+}
+
+async fn next_binary(ws: &mut Ws, wait: Duration) -> Option<Vec<u8>> {
+    loop {
+        match tokio::time::timeout(wait, ws.next()).await.ok()?? {
+            Ok(Message::Binary(b)) => return Some(b.to_vec()),
+            Ok(Message::Text(_) | Message::Ping(_) | Message::Pong(_)) => continue,
+            _ => return None,
+        }
+    }
+}
+
+async fn across(url: &str, n: u32) {
+    let (a, b) = two(url).await;
+    let ma = Mb::new(a.addr(), "chat", &mailbox_id(n), &bearer(n));
+    let mb = ma.at(b.addr());
+
+    // A claim on A holds on B.
+    assert_eq!(ma.claim().await, 201);
+    assert_eq!(mb.claim().await, 204);
+    assert_eq!(mb.with_bearer(&bearer(n + 1)).claim().await, 403);
+
+    // The envelope bucket is shared: 120 between both replicas.
+    let mut stored = 0;
+    for seq in 1..=140u64 {
+        let m = if seq % 2 == 0 { &ma } else { &mb };
+        let r = m.put("c2p", seq, b"x").await;
+        match r.status {
+            201 => stored += 1,
+            429 => assert_eq!(r.body, r#"{"error":"rate_limited","status":429}"#),
+            s => panic!("{s} {}", r.body),
+        }
+    }
+    assert!(
+        (120..=121).contains(&stored),
+        "{stored} stored across two replicas"
+    );
+
+    // A watch on A sees a write on B.
+    // (The bucket refills 2 a second: wait for the writes below.)
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let mut w = ma.watch("p2c").await;
+    assert_eq!(mb.put("p2c", 1, b"hello").await.status, 201);
+    assert_eq!(next_text(&mut w, WAIT).await.as_deref(), Some("seq 1"));
+
+    // Registered on A, asked on B: B opens the registration with the bearer and pushes.
+    let token = device(900 + n);
+    let reg =
+        json!({"service": "apns", "token": token, "environment": "production", "tag": "tag-x"});
+    assert_eq!(ma.register("p2c", &reg).await.status, 204);
+    assert_eq!(mb.put_notify("p2c", 2, b"x", "alert").await.status, 201);
+    let deadline = Instant::now() + WAIT;
+    while b.prod.received_for(&token).is_empty() {
+        assert!(Instant::now() < deadline, "B never pushed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(a.prod.received_for(&token).is_empty());
+    assert_eq!(next_text(&mut w, WAIT).await.as_deref(), Some("seq 2"));
+
+    // Signal sides on different replicas.
+    let mut p = ma.socket("/signal/primary", true).await.unwrap().0;
+    let mut c = mb.socket("/signal/companion", true).await.unwrap().0;
+    assert_eq!(next_text(&mut p, WAIT).await.as_deref(), Some("peer 1"));
+    assert_eq!(next_text(&mut c, WAIT).await.as_deref(), Some("peer 1"));
+    send_binary(&mut p, vec![1, 2, 3]).await;
+    assert_eq!(next_binary(&mut c, WAIT).await, Some(vec![1, 2, 3]));
+    send_binary(&mut c, vec![9; 4096]).await;
+    assert_eq!(next_binary(&mut p, WAIT).await, Some(vec![9; 4096]));
+    // The primary moves to B: the one on A is replaced.
+    let mut p2 = mb.socket("/signal/primary", true).await.unwrap().0;
+    assert_eq!(close_code(&mut p, WAIT).await, Some(4000));
+    assert_eq!(next_text(&mut p2, WAIT).await.as_deref(), Some("peer 1"));
+    assert_eq!(next_text(&mut c, WAIT).await.as_deref(), Some("peer 1"));
+    let mut cw = ma.watch("c2p").await;
+
+    // An erase on B closes every socket on both replicas with 1000.
+    assert_eq!(mb.erase().await, 204);
+    for (name, ws) in [
+        ("watch on A", &mut w),
+        ("watch on A (c2p)", &mut cw),
+        ("primary on B", &mut p2),
+        ("companion on B", &mut c),
+    ] {
+        assert_eq!(close_code(ws, WAIT).await, Some(1000), "{name}");
+    }
+    assert_eq!(ma.list("p2c", "").await.status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_redis() {
+    let redis = RedisServer::start();
+    across(&redis.url(), 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    // Mailboxes on several masters.
+    for n in [1, 2, 3] {
+        across(&cluster.url(), n * 10).await;
+    }
+}
+
+/// A replica that dies while a side is connected leaves that side marked present no
+/// longer than the peer timeout: the other side, on a surviving replica, gets `peer 0`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replica_leaves_no_side_present() {
+    use common::process::RelayProcess;
+    let redis = RedisServer::start();
+    let vars: Vec<(String, String)> = [
+        ("REDIS_URL", redis.url()),
+        ("RELAY_APPS", "chat:signal".to_owned()),
+        ("RELAY_DRY_RUN", "true".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let one = tokio::task::block_in_place(|| RelayProcess::spawn(&vars));
+    let mut two = tokio::task::block_in_place(|| RelayProcess::spawn(&vars));
+    let addr = |p: &RelayProcess| format!("127.0.0.1:{}", p.port).parse().unwrap();
+    let m1 = Mb::new(addr(&one), "chat", &mailbox_id(7), &bearer(7));
+    let m2 = m1.at(addr(&two));
+    assert_eq!(m1.claim().await, 201);
+    let mut c = m1.socket("/signal/companion", true).await.unwrap().0;
+    let mut p = m2.socket("/signal/primary", true).await.unwrap().0;
+    assert_eq!(next_text(&mut c, WAIT).await.as_deref(), Some("peer 1"));
+    assert_eq!(next_text(&mut p, WAIT).await.as_deref(), Some("peer 1"));
+    let killed = Instant::now();
+    two.kill9();
+    // The bound: 15 s without a heartbeat, checked every second.
+    let got = next_text(&mut c, Duration::from_secs(25)).await;
+    assert_eq!(got.as_deref(), Some("peer 0"));
+    let took = killed.elapsed();
+    println!("peer 0 after the other side's replica died: {took:?}");
+    // 16 s is the stated bound; the slack is for a loaded machine.
+    assert!(took <= Duration::from_secs(20), "{took:?}");
+}
