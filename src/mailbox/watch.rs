@@ -102,6 +102,8 @@ async fn serve(
     let _open = crate::metrics::SocketGuard::open("watch");
     let mut stop = m.stop.clone();
     let mut resyncs = m.store.fanout().resyncs();
+    // Only reconnects from now on count.
+    resyncs.borrow_and_update();
     let mut resyncing = true;
     let mut last_sent = 0u64;
     let mut last_ping_write: Option<Instant> = None;

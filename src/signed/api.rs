@@ -408,6 +408,8 @@ async fn stream_events(
         return;
     }
     let mut resyncs = s.store().fanout().resyncs();
+    // Only reconnects from now on count.
+    resyncs.borrow_and_update();
     let mut resyncing = true;
     loop {
         let reread = tokio::select! {

@@ -123,6 +123,8 @@ impl Signers {
         // Whatever changed before the subscription took is reloaded.
         self.clear();
         let mut resyncs = self.store.fanout().resyncs();
+        // Only reconnects from now on count.
+        resyncs.borrow_and_update();
         let mut resyncing = true;
         loop {
             tokio::select! {
