@@ -7,10 +7,6 @@
 //! ([`register_known`]), so dashboards and `rate()` work before the first event and
 //! absent-metric alerts do not misfire.
 
-// The names of the mailbox, signed-push, signal and ICE front-ends are declared with the
-// rest; each front-end's record functions come with it.
-#![allow(dead_code)]
-
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -380,7 +376,6 @@ pub fn fanout_lagged(n: u64) {
 }
 
 /// One fan-out message arrived this long after it was published.
-#[cfg_attr(not(test), allow(dead_code))] // recorded by fan-out subscribers
 pub fn fanout_delay(d: Duration) {
     histogram!(FANOUT_DELAY).record(d.as_secs_f64());
 }

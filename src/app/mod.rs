@@ -219,6 +219,7 @@ impl App {
             self.v1.clone(),
             self.delivery.clock().clone(),
         ))
+        .layer(sensitive_headers())
     }
 
     /// The public router: every front-end's routes and the one 404.
@@ -231,7 +232,18 @@ impl App {
                 let replica = replica.clone();
                 async move { crate::v1::not_found(&replica) }
             })
+            .layer(sensitive_headers())
     }
+}
+
+/// Marks the headers that carry credentials as sensitive on every request: `Authorization`
+/// (signed reads, mailbox bearers, the admin token) and `Sec-WebSocket-Protocol` (a
+/// browser's mailbox bearer).
+fn sensitive_headers() -> tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer {
+    tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer::new([
+        axum::http::header::AUTHORIZATION,
+        axum::http::header::SEC_WEBSOCKET_PROTOCOL,
+    ])
 }
 
 /// Binds both listeners and serves in the background.

@@ -119,7 +119,7 @@ mod tests {
             ("chat;chat", "listed twice"),
             ("Chat", "not an app name"),
             ("1chat", "not an app name"),
-            (&format!("{}", "a".repeat(33)), "not an app name"),
+            (&"a".repeat(33), "not an app name"),
             ("chat:video", "not an option"),
             ("chat:signal,signal", "not an option"),
             ("chat:push=", "push= takes"),

@@ -374,16 +374,17 @@ impl Session {
         let note = Note::decode(raw)?;
         let other = self.side.other();
         match note {
+            // Two sockets of one side: the older goes.
             Note::Hello {
                 side,
                 id,
                 opened_us,
-            } if side == self.side && id != self.id => {
-                // Two sockets of one side: the older goes.
-                if (opened_us, id) > (self.opened_us, self.id) {
-                    close(socket, REPLACED, "replaced").await;
-                    return Some(End::Closed(REPLACED));
-                }
+            } if side == self.side
+                && id != self.id
+                && (opened_us, id) > (self.opened_us, self.id) =>
+            {
+                close(socket, REPLACED, "replaced").await;
+                return Some(End::Closed(REPLACED));
             }
             Note::Hello { side, id, .. } if side == other => {
                 self.publish(Note::Here {
@@ -396,12 +397,10 @@ impl Session {
             Note::Here { side, id } | Note::Beat { side, id } if side == other => {
                 return self.seen(socket, id).await;
             }
-            Note::Bye { side, id } if side == other => {
-                if self.peer.is_some_and(|(p, _)| p == id) {
-                    self.peer = None;
-                    if !Self::text(socket, "peer 0").await {
-                        return Some(End::Left);
-                    }
+            Note::Bye { side, id } if side == other && self.peer.is_some_and(|(p, _)| p == id) => {
+                self.peer = None;
+                if !Self::text(socket, "peer 0").await {
+                    return Some(End::Left);
                 }
             }
             Note::Frame {

@@ -134,7 +134,6 @@ pub enum Kind {
     /// A visible alert (`alert`).
     Alert,
     /// A background wake-up (`background`, content-available).
-    #[allow(dead_code)] // sent by the mailbox front-end's silent pushes
     Background,
 }
 

@@ -15,10 +15,6 @@
 //! behind loses the oldest messages; both the loss and the publish-to-receive delay are
 //! counted.
 
-// The seam's consumers are the live streams of the mailbox and signed front-ends; until
-// they land, only its tests use it.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -150,6 +146,7 @@ impl Hub {
     }
 
     /// Channels with at least one local subscriber.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.channels
             .lock()
@@ -254,6 +251,7 @@ impl Fanout {
     }
 
     /// Channels with a local subscriber (for tests and diagnostics).
+    #[cfg(test)]
     pub fn channels(&self) -> usize {
         self.hub.len()
     }

@@ -7,7 +7,6 @@
 //! missed.
 
 // Used through the fan-out seam (see store/fanout.rs).
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::sync::Arc;
 use std::time::Duration;
