@@ -273,6 +273,74 @@ fn describe() {
         "Fan-out delay from publish on one replica to receipt on another."
     );
     describe_gauge!(BUILD_INFO, "Build information; always 1.");
+    describe_counter!(
+        SIGNED_REQUESTS,
+        "Signed-push API requests (/v2) by route (push, receipt, events) and outcome code."
+    );
+    describe_histogram!(
+        SIGNED_DURATION,
+        Unit::Seconds,
+        "Time to answer a signed-push API request, by route."
+    );
+    describe_counter!(
+        SIGNATURE_VERIFICATIONS,
+        "Ed25519 signature verifications by result (valid, invalid)."
+    );
+    describe_counter!(
+        SIGNED_REPLAYS,
+        "Exact replays of signed pushes answered 200 with the stored receipt (nothing sent)."
+    );
+    describe_counter!(
+        SIGNED_TARGETS,
+        "Each signed target's first outcome, by receipt state."
+    );
+    describe_counter!(
+        RECEIPT_READS,
+        "Receipt reads by kind (receipt, events, admin)."
+    );
+    describe_gauge!(
+        EVENT_STREAMS_OPEN,
+        "Open receipt event streams (Server-Sent Events) on this replica."
+    );
+    describe_counter!(
+        ADMIN_REQUESTS,
+        "Admin API requests by transport (unix, tcp) and HTTP status."
+    );
+    describe_counter!(
+        MAILBOX_REQUESTS,
+        "Mailbox requests by route and HTTP status."
+    );
+    describe_counter!(
+        MAILBOX_RATE_LIMITED,
+        "Mailbox requests refused 429 (or sockets closed 1008) by bucket."
+    );
+    describe_counter!(
+        MAILBOX_PUSHES,
+        "Pushes asked for by mailbox writes, by service and outcome (sent ones by the service's answer; skipped ones by why)."
+    );
+    describe_gauge!(
+        MAILBOX_SOCKETS_OPEN,
+        "Open mailbox WebSockets on this replica by kind (watch, signal)."
+    );
+    describe_counter!(FCM_TOKEN_REFRESHES, "OAuth2 access tokens fetched for FCM.");
+    describe_counter!(
+        SIGNAL_FRAMES,
+        "Signal frames from clients by result (relayed: the other side was connected; dropped)."
+    );
+    describe_counter!(SIGNAL_BYTES, "Signal frame bytes relayed.");
+    describe_counter!(
+        SIGNAL_CLOSES,
+        "Signal sockets closed by the relay, by WebSocket close code."
+    );
+    describe_histogram!(
+        SIGNAL_FRAME_DELAY,
+        Unit::Seconds,
+        "Signal frame delay from the sending side's replica to the receiving side's."
+    );
+    describe_counter!(
+        ICE_REQUESTS,
+        "ICE credentials handed out by provider (stun, coturn, cloudflare) and outcome (ok, error)."
+    );
 }
 
 /// The status as a bounded label.
