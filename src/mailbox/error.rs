@@ -100,6 +100,10 @@ impl IntoResponse for MailboxError {
             MailboxError::MethodNotAllowed(allow) => {
                 h.insert(header::ALLOW, HeaderValue::from_static(allow));
             }
+            // The body was not read: the connection cannot carry another request.
+            MailboxError::TooLarge => {
+                h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             _ => {}
         }
         r

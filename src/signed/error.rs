@@ -167,6 +167,10 @@ impl IntoResponse for ApiError {
             StatusCode::METHOD_NOT_ALLOWED => {
                 h.insert(header::ALLOW, HeaderValue::from_static("GET, POST"));
             }
+            // The body was not read: the connection cannot carry another request.
+            StatusCode::PAYLOAD_TOO_LARGE => {
+                h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             _ => {}
         }
         resp

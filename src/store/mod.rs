@@ -701,14 +701,16 @@ impl Store {
     }
 
     /// Applies target changes (see [`receipts::update`]) and publishes the new events to
-    /// every replica; `None` when the receipt is gone.
+    /// every replica: the receipt's last event sequence before the changes (a caller holding
+    /// the receipt at that sequence applies [`receipts::update`] to it and has what the
+    /// store has), `None` when the receipt is gone.
     pub async fn receipt_update(
         &self,
         push_id: &str,
         updates: &[receipts::Update],
         now_ms: i64,
         ttl_ms: i64,
-    ) -> Result<Option<receipts::Receipt>, StoreError> {
+    ) -> Result<Option<u64>, StoreError> {
         match self.shared_or_memory()? {
             Some(s) => {
                 self.timed(
@@ -718,7 +720,7 @@ impl Store {
                 .await
             }
             None => {
-                let Some((r, new)) = self
+                let Some((before, new)) = self
                     .memory_receipts
                     .update(push_id, updates, now_ms, ttl_ms)
                 else {
@@ -734,7 +736,7 @@ impl Store {
                         )
                         .await?;
                 }
-                Ok(Some(r))
+                Ok(Some(before))
             }
         }
     }

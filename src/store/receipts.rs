@@ -353,14 +353,15 @@ impl MemoryReceipts {
         updates: &[Update],
         now_ms: i64,
         ttl_ms: i64,
-    ) -> Option<(Receipt, Vec<Event>)> {
+    ) -> Option<(u64, Vec<Event>)> {
         let mut map = self.lock();
         let (r, until) = map.get_mut(push_id).filter(|(_, until)| now_ms < *until)?;
+        let before = r.events.last().map_or(0, |e| e.sequence);
         let new = update(r, updates, now_ms);
         if !new.is_empty() {
             *until = now_ms + ttl_ms;
         }
-        Some((r.clone(), new))
+        Some((before, new))
     }
 
     /// The receipt, while kept.

@@ -963,9 +963,13 @@ fn redis_receipts_are_the_in_process_receipts() {
                             })
                             .collect();
                         let id = push_id(*push);
-                        let a = mem.update(&id, &u, now, ttl).map(|(r, _)| r);
+                        let a = mem.update(&id, &u, now, ttl).map(|(before, _)| before);
                         let b = rt.block_on(red.update(&id, &u, now, ttl)).unwrap();
                         prop_assert_eq!(a, b, "op {} {:?}", i, op);
+                        // And the receipt as stored after it.
+                        let a = mem.get(&id, now);
+                        let b = rt.block_on(red.get(&id)).unwrap();
+                        prop_assert_eq!(a, b, "after op {} {:?}", i, op);
                     }
                     ROp::Get { push } => {
                         let id = push_id(*push);
@@ -1008,11 +1012,11 @@ async fn receipt_keys_expire_and_hold_no_token() {
         state: RState::Delivered,
         detail: String::new(),
     };
-    let r = red
-        .update(&id, &[update], T0 + 5, 600_000)
-        .await
-        .unwrap()
-        .unwrap();
+    assert_eq!(
+        red.update(&id, &[update], T0 + 5, 600_000).await.unwrap(),
+        Some(1)
+    );
+    let r = red.get(&id).await.unwrap().unwrap();
     assert!(r.settled);
     assert_eq!(
         r.events.iter().map(|e| e.sequence).collect::<Vec<_>>(),

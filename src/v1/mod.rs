@@ -158,7 +158,8 @@ pub(crate) fn respond(outcome: &Outcome) -> Response {
     if let Outcome::MethodNotAllowed { allow } = outcome {
         h.insert(header::ALLOW, HeaderValue::from_static(allow));
     }
-    if *outcome == Outcome::Timeout {
+    // The body was not read whole: the connection cannot carry another request.
+    if matches!(outcome, Outcome::Timeout | Outcome::TooLarge) {
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     resp

@@ -6,10 +6,11 @@
 --                                     x:<target> "<state>|<updated ms>|<detail JSON>"
 -- KEYS[2]  <prefix>{r:<push id>}:ev   list: events "<seq>|<kind>|<at ms>|<target>|<state>"
 -- ARGV     1 canonical hash  2 signer  3 topic  4 now_ms  5 ttl_ms  6 targets, comma-separated
--- Returns  {0 new | 1 replay | 2 conflict, HGETALL, LRANGE}
+-- Returns  {0} new (the caller builds the same receipt itself), {1, HGETALL, LRANGE}
+--          replay, {2} conflict
 local h = redis.call('HGET', KEYS[1], 'h')
 if h then
-  if h ~= ARGV[1] then return {2, {}, {}} end
+  if h ~= ARGV[1] then return {2} end
   return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], 0, -1)}
 end
 local now = ARGV[4]
@@ -21,4 +22,4 @@ end
 redis.call('RPUSH', KEYS[2], '1|accepted|' .. now .. '||')
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
-return {0, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], 0, -1)}
+return {0}

@@ -4,8 +4,9 @@
 -- KEYS     1 the receipt hash  2 its event list   (layout in receipt_begin.lua)
 -- ARGV     1 now_ms  2 ttl_ms  3 channel (<prefix>{r:<push id>}:events)
 --          4.. triples: target, state, detail JSON
--- Returns  {0 gone | 1, HGETALL, LRANGE}
-if redis.call('EXISTS', KEYS[1]) == 0 then return {0, {}, {}} end
+-- Returns  {0} when the receipt is gone, else {1, the last event sequence before the update}
+-- (the caller, holding the receipt as it was, applies the same changes itself).
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
 local now = ARGV[1]
 local pending = {accepted = true, queued = true}
 local function may_become(from, to)
@@ -16,6 +17,7 @@ local function may_become(from, to)
   return false
 end
 local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
+local before = n
 local new = {}
 for i = 4, #ARGV, 3 do
   local target, state, detail = ARGV[i], ARGV[i + 1], ARGV[i + 2]
@@ -53,4 +55,4 @@ if #new > 0 then
   -- a newline, the payload (events separated by newlines).
   redis.call('SPUBLISH', ARGV[3], now .. '\n' .. table.concat(new, '\n'))
 end
-return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], 0, -1)}
+return {1, before}

@@ -194,31 +194,28 @@ impl Signed {
             .evalsha_with_reload(self.pool.next(), self.receipt_keys(push_id), args)
             .await
             .map_err(err)?;
-        let [code, fields, events] = reply.as_slice() else {
-            return Err(bad("receipt_begin.lua"));
-        };
-        match int(code) {
-            Some(2) => Ok(Begun::Conflict),
-            Some(c @ (0 | 1)) => {
-                let r = receipt(push_id, fields, events).ok_or_else(|| bad("receipt_begin.lua"))?;
-                Ok(if c == 0 {
-                    Begun::New(r)
-                } else {
-                    Begun::Replay(r)
-                })
-            }
+        match (reply.first().and_then(int), reply.as_slice()) {
+            // New: the script made exactly what the pure function makes.
+            (Some(0), _) => Ok(crate::store::receipts::begin(
+                None, push_id, hash, signer, topic, targets, now_ms,
+            )),
+            (Some(1), [_, fields, events]) => receipt(push_id, fields, events)
+                .map(Begun::Replay)
+                .ok_or_else(|| bad("receipt_begin.lua")),
+            (Some(2), _) => Ok(Begun::Conflict),
             _ => Err(bad("receipt_begin.lua")),
         }
     }
 
-    /// See [`crate::store::receipts::update`]; publishes the new events. One EVALSHA.
+    /// See [`crate::store::receipts::update`]; publishes the new events. The receipt's last
+    /// event sequence before the update, `None` when it is gone. One EVALSHA.
     pub async fn update(
         &self,
         push_id: &str,
         updates: &[Update],
         now_ms: i64,
         ttl_ms: i64,
-    ) -> Result<Option<Receipt>, StoreError> {
+    ) -> Result<Option<u64>, StoreError> {
         let mut args: Vec<Value> = vec![
             now_ms.to_string().into(),
             ttl_ms.into(),
@@ -234,14 +231,9 @@ impl Signed {
             .evalsha_with_reload(self.pool.next(), self.receipt_keys(push_id), args)
             .await
             .map_err(err)?;
-        let [code, fields, events] = reply.as_slice() else {
-            return Err(bad("receipt_update.lua"));
-        };
-        match int(code) {
-            Some(0) => Ok(None),
-            Some(1) => receipt(push_id, fields, events)
-                .map(Some)
-                .ok_or_else(|| bad("receipt_update.lua")),
+        match (reply.first().and_then(int), reply.get(1).and_then(int)) {
+            (Some(0), _) => Ok(None),
+            (Some(1), Some(before)) => Ok(Some(before as u64)),
             _ => Err(bad("receipt_update.lua")),
         }
     }
