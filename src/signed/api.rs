@@ -145,7 +145,7 @@ fn verified(r: Result<(), sig::SigError>) -> Result<(), ApiError> {
     r.map_err(|_| ApiError::bad_signature())
 }
 
-async fn accept(s: &Signed, req: Request) -> Result<(&'static str, Response), ApiError> {
+async fn accept(s: &Arc<Signed>, req: Request) -> Result<(&'static str, Response), ApiError> {
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -211,15 +211,20 @@ async fn accept(s: &Signed, req: Request) -> Result<(&'static str, Response), Ap
         }
         Begun::New(r) => r,
     };
-    let r = deliver(s, &push, &topic, fresh).await;
+    // Delivered and recorded in a task of its own: a client that hangs up does not cancel
+    // the sends half way or leave the receipt without their outcomes.
+    let (s2, id2) = (s.clone(), id.clone());
+    let r = tokio::spawn(async move { deliver(&s2, &push, &topic, fresh).await })
+        .await
+        .map_err(|_| ApiError::unavailable().with_push(&id2))?;
     Ok(("created", json(StatusCode::CREATED, &receipt::render(&r))))
 }
 
 /// Every target through the delivery core at once; the receipt with their first outcomes.
 async fn deliver(s: &Signed, push: &SignedPush, topic: &str, fresh: Receipt) -> Receipt {
     let topic = (Some(topic) != s.settings.default_topic.as_deref()).then(|| topic.to_owned());
-    let mut set = tokio::task::JoinSet::new();
-    for (i, t) in push.targets().iter().enumerate() {
+    let one = |i: usize| {
+        let t = &push.targets()[i];
         let alert = push.alert(i);
         let ctx = Context {
             topic: topic.clone(),
@@ -227,13 +232,25 @@ async fn deliver(s: &Signed, push: &SignedPush, topic: &str, fresh: Receipt) -> 
         };
         let delivery = s.delivery.clone();
         let key = t.receipt_key();
-        set.spawn(async move { (key, delivery.handle_with(&alert, &ctx).await) });
+        async move { (key, delivery.handle_with(&alert, &ctx).await) }
+    };
+    let mut done = Vec::with_capacity(push.targets().len());
+    if push.targets().len() == 1 {
+        done.push(one(0).await);
+    } else {
+        // Every target at once.
+        let mut set = tokio::task::JoinSet::new();
+        for i in 0..push.targets().len() {
+            set.spawn(one(i));
+        }
+        while let Some(d) = set.join_next().await {
+            if let Ok(d) = d {
+                done.push(d);
+            }
+        }
     }
-    let mut updates = Vec::with_capacity(push.targets().len());
-    while let Some(done) = set.join_next().await {
-        let Ok((target, outcome)) = done else {
-            continue;
-        };
+    let mut updates = Vec::with_capacity(done.len());
+    for (target, outcome) in done {
         let (state, detail) = outcome.receipt_state();
         metrics::signed_target(state.as_str());
         updates.push(Update {
