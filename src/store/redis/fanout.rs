@@ -36,6 +36,9 @@ impl std::fmt::Debug for RedisFanout {
     }
 }
 
+/// Messages from Redis the subscriber connection may be ahead of the hub by.
+const SUBSCRIBER_BUFFER: usize = 4096;
+
 impl RedisFanout {
     /// Connects the subscriber (in the background, retried like the pool) and returns the
     /// seam. `publisher` is the store's command pool.
@@ -48,6 +51,9 @@ impl RedisFanout {
                 c.connection_timeout = Duration::from_secs(2);
                 c.internal_command_timeout = Duration::from_secs(2);
             })
+            // Messages wait here between the connection task and the hub: fred's default of
+            // 32 lost bursts of signal frames.
+            .with_performance_config(|p| p.broadcast_channel_capacity = SUBSCRIBER_BUFFER)
             .set_policy(ReconnectPolicy::new_exponential(0, 100, 5_000, 2))
             .build_subscriber_client()
             .map_err(|e| anyhow::anyhow!("Redis subscriber: {}", e.details()))?;
