@@ -274,6 +274,7 @@ for st in ("mem", "redis"):
                     spread=spread(f"signal-ceiling-{st}", "relayed_mb_per_s"),
                     allowed=get(f"signal-ceiling-{st}", "bucket_allowed_mb_per_s"),
                     cores=get(f"signal-ceiling-{st}", "relay_cores"),
+                    gen_cores=get(f"signal-ceiling-{st}", "generator_cores"),
                     us_per_mb=get(f"signal-ceiling-{st}", "relay_cpu_us_per_mb"),
                     redis_cpu=statistics.median([r["processes"]["redis"]["cpu_s"] / r["relay_s"] for r in rs
                                                  if "redis" in r.get("processes", {})] or [nan]),
@@ -368,8 +369,8 @@ for name, x in (("one replica, embedded store", SL_mem), ("one replica on Redis"
 for st, name in (("mem", "embedded store"), ("redis", "on Redis")):
     c = ceil[st]
     table.append(f"| Signal relayed-bytes ceiling, one replica, {name} ({f0(c['pairs'])} pairs, {f0(c['frame'])} B frames, {f0(c['window'])} in flight per side), MB/s | {f1(c['mbs'])}{c['spread']} |")
-    table.append(f"| Signal ceiling, {name}: relay cores busy / relay CPU per MB, us{' / redis-server cores' if st == 'redis' else ''} | {f2(c['cores'])} / {f0(c['us_per_mb'])}{(' / ' + f2(c['redis_cpu'])) if st == 'redis' else ''} |")
-    table.append(f"| Signal ceiling, {name}: what the frame buckets of all sides allowed, MB/s; frames lost of sent | {f1(c['allowed'])}; {c['lost']:,} of {c['sent']:,} |")
+    table.append(f"| Signal ceiling, {name}: relay cores busy / relay CPU per MB, us / load generator cores busy{' / redis-server cores' if st == 'redis' else ''} | {f2(c['cores'])} / {f0(c['us_per_mb'])} / {f2(c['gen_cores'])}{(' / ' + f2(c['redis_cpu'])) if st == 'redis' else ''} |")
+    table.append(f"| Signal ceiling, {name}: what the frame buckets of all sides allowed, MB/s; frames lost of sent (not received within 500 ms) | {f1(c['allowed'])}; {c['lost']:,} of {c['sent']:,} |")
 
 targets = []
 targets.append(("Throughput on Redis >= 70% of the combined limit", f"{pct(ratio_tp)} ({f0(T_r1)} / {f0(L)})", ratio_tp >= 0.70))
@@ -617,7 +618,9 @@ relay never closes it with 1008; MB/s is frame bytes received by the other sides
 10^6 bytes) over the time to the last one, next to what the buckets of all sides allowed over
 that time. The bucket limits frames, not bytes, so a ceiling close to that allowance is the
 buckets', not the relay's: run more pairs. The load generator masks and unmasks every frame
-on the same two cores.
+on the same two cores (its cores are shown); a side gives up on frames not received within
+500 ms, and those are counted as lost (on Redis, the relay's fan-out drops messages when its
+subscriber falls behind, `sealrelay_fanout_lagged_total`).
 
 ## Latency versus load
 

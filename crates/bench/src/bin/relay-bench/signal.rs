@@ -11,7 +11,9 @@
 //! With `--rate` (latency): open loop, frame i is due at start + i/rate and belongs to side
 //! `i % (2 * pairs)`, so each side sends `rate / (2 * pairs)` frames per second; a frame
 //! that leaves more than 2 ms after it was due is timed from when it was due.
-//! Without (ceiling): closed loop per side, at most `--window` of its frames in flight.
+//! Without (ceiling): closed loop per side, at most `--window` of its frames in flight (a
+//! frame not received within 500 ms is given up on and counted, so one the relay lost does
+//! not stall its side).
 //!
 //! Either way every side paces itself under the relay's frame bucket (400, then 50 per
 //! second per side, kept per side across reconnects): at most 360 in a burst and one per
@@ -35,6 +37,8 @@ const PACE_CAPACITY: i64 = 360;
 const PACE_EMISSION_US: i64 = 21_000;
 /// The largest frame the relay passes.
 const MAX_FRAME: usize = 64 * 1024;
+/// Closed loop: how long a side waits for its frames in flight before it gives up on them.
+const GIVE_UP: Duration = Duration::from_millis(500);
 
 #[derive(Args)]
 pub struct SignalArgs {
@@ -163,25 +167,21 @@ async fn send_side(
                 )
             }
             None => {
-                // At most `window` in flight; a frame not received within a second is given
-                // up on (counted), so one loss does not stall the side.
+                // At most `window` in flight; frames not received within GIVE_UP are given
+                // up on (counted), so a frame the relay lost does not stall the side for
+                // good. One that still arrives later only makes the side's count generous.
                 loop {
                     let notified = st.notify.notified();
-                    let inflight = st.sent.load(Ordering::Relaxed)
-                        - st.acked.load(Ordering::Relaxed)
-                        - given_up;
+                    let inflight = st
+                        .sent
+                        .load(Ordering::Relaxed)
+                        .saturating_sub(st.acked.load(Ordering::Relaxed) + given_up);
                     if inflight < plan.window || Instant::now() >= plan.deadline {
                         break;
                     }
-                    if tokio::time::timeout(Duration::from_secs(1), notified)
-                        .await
-                        .is_err()
-                    {
-                        let lost = st.sent.load(Ordering::Relaxed)
-                            - st.acked.load(Ordering::Relaxed)
-                            - given_up;
-                        given_up += lost;
-                        totals.given_up.fetch_add(lost, Ordering::Relaxed);
+                    if tokio::time::timeout(GIVE_UP, notified).await.is_err() {
+                        given_up += inflight;
+                        totals.given_up.fetch_add(inflight, Ordering::Relaxed);
                     }
                 }
                 pacer.take(plan.base).await;
@@ -442,6 +442,9 @@ pub async fn run_signal(a: SignalArgs) -> anyhow::Result<()> {
         .and_then(|p| p.get("relay"))
         .and_then(|r| r.get("cpu_s"))
         .and_then(Value::as_f64);
+    if let Some(g) = out.get("generator_cpu_s").and_then(Value::as_f64) {
+        out.insert("generator_cores".into(), json!(g / relay_s));
+    }
     if let Some(cpu) = relay_cpu {
         out.insert("relay_cores".into(), json!(cpu / relay_s));
         out.insert(
