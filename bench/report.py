@@ -259,8 +259,9 @@ def sig(label):
     l = r.get("latency_ms", {})
     return dict(ran=bool(r), p50=l.get("p50", nan), p90=l.get("p90", nan), p99=l.get("p99", nan),
                 max=l.get("max", nan), sent=r.get("frames_sent", 0), received=r.get("frames_received", 0),
-                lost=r.get("frames_lost", 0), rate=r.get("target_rate") or nan, pairs=r.get("pairs", 0),
-                frame=r.get("frame_bytes", 0), per_side=r.get("per_side_rate") or nan,
+                # Not run: the script's defaults, for the labels.
+                lost=r.get("frames_lost", 0), rate=r.get("target_rate") or 1000, pairs=r.get("pairs", 20),
+                frame=r.get("frame_bytes", 1024), per_side=r.get("per_side_rate") or 25,
                 closes=", ".join(f"{k}: {v:,}" for k, v in sorted(r.get("outcomes", {}).items())
                                  if k not in ("relayed", "lost")),
                 cpu_relay=r.get("processes", {}).get("relay", {}).get("cpu_us_per_request", nan))
@@ -415,7 +416,7 @@ targets.append((f"Watch notification across two replicas at {f0(W_rate) if W els
 ran.append(bool(W))
 sl_bad = f"; {SL_mem['lost']:,} frames lost" if SL_mem["lost"] else ""
 def sig_load(x):
-    return f"{f0(x['rate'])} frames/s of {x['frame']:,} B" if x["ran"] else "1,000 frames/s of 1 KiB"
+    return f"{f0(x['rate'])} frames/s of {x['frame']:,} B"
 
 
 targets.append((f"Signal frame latency within one replica at {sig_load(SL_mem)}: p99 < 1 ms",
@@ -585,10 +586,10 @@ Mailboxes (`relay-bench mailbox`, `mailbox-redis`, `watch`; app `bench` in `RELA
 before the timed loop and spreads its requests over them, request i to mailbox i mod M, so no
 mailbox gets more than 100 PUTs (its envelope bucket: 120, then 2 per second) or 200 lists
 (reads: 240, then 4 per second); answers 429 are counted and shown, and a target is missed if
-any request was not answered as expected. A PUT stores {f0(get('mailbox-put', 'body_bytes'))} opaque bytes at a
+any request was not answered as expected. A PUT stores {f0(get('mailbox-put', 'body_bytes', default=256))} opaque bytes at a
 fresh seq of `p2c` (201); a list is `GET .../p2c?after=0&limit=64` on a mailbox that holds one
 such envelope (200 with it, base64 in the JSON). The parts, every round in the same run with
-the same requests, connections ({f0(get('mailbox-put', 'connections'))}) and duration: A is bench-intake answering them
+the same requests, connections ({f0(get('mailbox-put', 'connections', default=64))}) and duration: A is bench-intake answering them
 without a store (the bearer's shape checked, the PUT's body read, the list's JSON built and
 base64-encoded per request); B is `relay-bench mailbox-redis`, EVALSHA of the relay's script
 (`gcra.lua` in front of `src/store/redis/mailbox.lua`, read from the source tree since the
