@@ -209,6 +209,82 @@ def round_trips(label, want):
 rt1, rt1_other, rt1_exact, rt1_text = round_trips("signed-rt-1", 3)
 rt100, rt100_other, rt100_exact, rt100_text = round_trips("signed-rt-100", 102)
 
+# Mailboxes (relay-bench mailbox / mailbox-redis / watch). Each op's limit of its parts is
+# 1/(1/A+1/B) like v1's (which has a third part, APNs): A the HTTP intake alone
+# (bench-intake answering the same requests), B Redis running mailbox.lua for them.
+mb = {}
+for op in ("put", "list"):
+    a_ = get(f"part-mb-intake-{op}", "ok_per_s")
+    b_ = get(f"part-mb-redis-{op}", "ok_per_s")
+    t_ = get(f"mailbox-{op}", "ok_per_s")
+    lim = 1.0 / (1.0 / a_ + 1.0 / b_) if a_ == a_ and b_ == b_ and a_ and b_ else nan
+    rs = groups.get(f"mailbox-{op}", [])
+    limited = sum(r.get("rate_limited", 0) for r in rs)
+    total = sum(r["requests"] for r in rs)
+    other_bad = sum(r["requests"] - r.get("ok", 0) - r.get("rate_limited", 0) for r in rs)
+    mb[op] = dict(A=a_, B=b_, T=t_, L=lim, ratio=(t_ / lim if lim == lim and lim else nan),
+                  limited=limited, total=total, other_bad=other_bad,
+                  mailboxes=get(f"mailbox-{op}", "mailboxes"),
+                  cpu_relay=proc(f"mailbox-{op}", "relay", "cpu_us_per_forwarded"),
+                  cpu_redis=proc(f"mailbox-{op}", "redis", "cpu_us_per_forwarded"),
+                  cpu_intake=proc(f"part-mb-intake-{op}", "intake", "cpu_us_per_request"),
+                  cpu_redis_alone=proc(f"part-mb-redis-{op}", "redis", "cpu_us_per_request"),
+                  cpu_redis_client=get(f"part-mb-redis-{op}", "generator_cpu_us_per_request"))
+
+
+def mb_round_trips(label):
+    """(EVALSHA per request on the request path, other client calls, exact, text)."""
+    r = runs.get(label)
+    if not r or "redis_evalsha_request_path" not in r:
+        return nan, 0, False, "n/a"
+    path, n, ok = r["redis_evalsha_request_path"], r["requests"], r.get("ok", 0)
+    other = r.get("redis_other_client_calls", 0)
+    exact = n > 0 and ok == n and path == n and other == 0
+    return (path / n if n else nan), other, exact, f"{path:,} for {n:,} requests"
+
+
+mrt_put, mrt_put_other, mrt_put_exact, mrt_put_text = mb_round_trips("mailbox-rt-put")
+mrt_list, mrt_list_other, mrt_list_exact, mrt_list_text = mb_round_trips("mailbox-rt-list")
+W = runs.get("watch-2", {})
+W_lat = W.get("latency_ms", {})
+W_p50, W_p90, W_p99, W_max = (W_lat.get(k, nan) for k in ("p50", "p90", "p99", "max"))
+W_rate = W.get("target_rate") or nan
+W_stored, W_notified, W_missing = W.get("stored", 0), W.get("notified", 0), W.get("missing", 0)
+W_put_p99 = W.get("put_latency_ms", {}).get("p99", nan)
+W_bad = W.get("requests", 0) - W_stored
+
+# Signal (relay-bench signal): latency runs once each, the ceiling every round.
+def sig(label):
+    r = runs.get(label, {})
+    l = r.get("latency_ms", {})
+    return dict(ran=bool(r), p50=l.get("p50", nan), p90=l.get("p90", nan), p99=l.get("p99", nan),
+                max=l.get("max", nan), sent=r.get("frames_sent", 0), received=r.get("frames_received", 0),
+                # Not run: the script's defaults, for the labels.
+                lost=r.get("frames_lost", 0), rate=r.get("target_rate") or 1000, pairs=r.get("pairs", 20),
+                frame=r.get("frame_bytes", 1024), per_side=r.get("per_side_rate") or 25,
+                closes=", ".join(f"{k}: {v:,}" for k, v in sorted(r.get("outcomes", {}).items())
+                                 if k not in ("relayed", "lost")),
+                cpu_relay=r.get("processes", {}).get("relay", {}).get("cpu_us_per_request", nan))
+
+
+SL_mem, SL_redis, SX = sig("signal-local-mem"), sig("signal-local-redis"), sig("signal-cross")
+ceil = {}
+for st in ("mem", "redis"):
+    rs = groups.get(f"signal-ceiling-{st}", [])
+    ceil[st] = dict(ran=bool(rs), mbs=get(f"signal-ceiling-{st}", "relayed_mb_per_s"),
+                    spread=spread(f"signal-ceiling-{st}", "relayed_mb_per_s"),
+                    allowed=get(f"signal-ceiling-{st}", "bucket_allowed_mb_per_s"),
+                    cores=get(f"signal-ceiling-{st}", "relay_cores"),
+                    gen_cores=get(f"signal-ceiling-{st}", "generator_cores"),
+                    us_per_mb=get(f"signal-ceiling-{st}", "relay_cpu_us_per_mb"),
+                    redis_cpu=statistics.median([r["processes"]["redis"]["cpu_s"] / r["relay_s"] for r in rs
+                                                 if "redis" in r.get("processes", {})] or [nan]),
+                    lost=sum(r.get("frames_lost", 0) for r in rs),
+                    sent=sum(r.get("frames_sent", 0) for r in rs),
+                    pairs=get(f"signal-ceiling-{st}", "pairs"),
+                    frame=get(f"signal-ceiling-{st}", "frame_bytes"),
+                    window=get(f"signal-ceiling-{st}", "window"))
+
 
 def f0(x):
     return "n/a" if x != x else f"{x:,.0f}"
@@ -275,6 +351,27 @@ table.append(f"| 100-target signed pushes: pushes / targets delivered / target s
 table.append(f"| CPU per 100-target push, sealrelay, us (per target) | {f1(cpu_relay_f)} ({f1(cpu_relay_f / 100)}) |")
 table.append(f"| Redis EVALSHA per signed push on the request path, one target / 100 targets (fixed counts) | {f2(rt1)} ({rt1_text}) / {f2(rt100)} ({rt100_text}) |")
 table.append(f"| Other Redis commands from the relay during those pushes, one target / 100 targets | {rt1_other:,} / {rt100_other:,} |")
+for op, what in (("put", "envelope PUT (201 stored)"), ("list", "list (200, one envelope)")):
+    m = mb[op]
+    table.append(f"| Mailbox {what}: A, HTTP intake alone (bench-intake), req/s | {f0(m['A'])}{spread(f'part-mb-intake-{op}', 'ok_per_s')} |")
+    table.append(f"| Mailbox {what}: B, Redis alone, EVALSHA mailbox.lua, calls/s | {f0(m['B'])}{spread(f'part-mb-redis-{op}', 'ok_per_s')} |")
+    table.append(f"| Mailbox {what}: combined limit 1/(1/A+1/B), req/s | {f0(m['L'])} |")
+    table.append(f"| Mailbox {what}: sealrelay on Redis, 1 replica, req/s ({f0(m['mailboxes'])} mailboxes) | {f0(m['T'])}{spread(f'mailbox-{op}', 'ok_per_s')} |")
+    table.append(f"| Mailbox {what}: answered 429 / anything else but the expected answer, of all | {m['limited']:,} / {m['other_bad']:,} of {m['total']:,} |")
+    table.append(f"| Mailbox {what}: CPU per request, sealrelay / redis-server under it, us | {f1(m['cpu_relay'])} / {f1(m['cpu_redis'])} |")
+    table.append(f"| Mailbox {what}: CPU per request, parts alone: intake / Redis client (fred in relay-bench) / redis-server, us | {f1(m['cpu_intake'])} / {f1(m['cpu_redis_client'])} / {f1(m['cpu_redis_alone'])} |")
+table.append(f"| Mailbox Redis EVALSHA per request on the request path, envelope PUT / list (fixed counts) | {f2(mrt_put)} ({mrt_put_text}) / {f2(mrt_list)} ({mrt_list_text}) |")
+table.append(f"| Other Redis commands from the relay during those requests, PUT / list | {mrt_put_other:,} / {mrt_list_other:,} |")
+table.append(f"| Watch notification across two replicas at {f0(W_rate)} PUTs/s ({f0(W.get('mailboxes', nan))} mailboxes, {f0(W.get('elapsed_s', nan))} s): p50 / p90 / p99 / max, ms | {f2(W_p50)} / {f2(W_p90)} / {f2(W_p99)} / {f2(W_max)} |")
+table.append(f"| Watch run: PUTs stored / notified / missing; PUT answer p99, ms | {W_stored:,} / {W_notified:,} / {W_missing:,}; {f2(W_put_p99)} |")
+for name, x in (("one replica, embedded store", SL_mem), ("one replica on Redis", SL_redis), ("two replicas through Redis", SX)):
+    table.append(f"| Signal frames of {x['frame']:,} B at {f0(x['rate'])}/s over {x['pairs']} pairs ({f1(x['per_side'])}/s per side), {name}: p50 / p90 / p99 / max, ms | {f2(x['p50'])} / {f2(x['p90'])} / {f2(x['p99'])} / {f2(x['max'])} |")
+    table.append(f"| Signal, {name}: frames sent / received / lost{'; ' + x['closes'] if x['closes'] else ''} | {x['sent']:,} / {x['received']:,} / {x['lost']:,} |")
+for st, name in (("mem", "embedded store"), ("redis", "on Redis")):
+    c = ceil[st]
+    table.append(f"| Signal relayed-bytes ceiling, one replica, {name} ({f0(c['pairs'])} pairs, {f0(c['frame'])} B frames, {f0(c['window'])} in flight per side), MB/s | {f1(c['mbs'])}{c['spread']} |")
+    table.append(f"| Signal ceiling, {name}: relay cores busy / relay CPU per MB, us / load generator cores busy{' / redis-server cores' if st == 'redis' else ''} | {f2(c['cores'])} / {f0(c['us_per_mb'])} / {f2(c['gen_cores'])}{(' / ' + f2(c['redis_cpu'])) if st == 'redis' else ''} |")
+    table.append(f"| Signal ceiling, {name}: what the frame buckets of all sides allowed, MB/s; frames lost of sent (not received within 500 ms) | {f1(c['allowed'])}; {c['lost']:,} of {c['sent']:,} |")
 
 targets = []
 targets.append(("Throughput on Redis >= 70% of the combined limit", f"{pct(ratio_tp)} ({f0(T_r1)} / {f0(L)})", ratio_tp >= 0.70))
@@ -300,6 +397,37 @@ targets.append(("Redis round trips per signed push: 3 for one target, 102 for 10
                 f"{f2(rt1)} / {f2(rt100)} EVALSHA on the request path; {rt1_other + rt100_other:,} other commands",
                 rt1_exact and rt100_exact))
 ran.append("signed-rt-1" in runs or "signed-rt-100" in runs)
+for op, what in (("put", "Mailbox envelope PUT"), ("list", "Mailbox list")):
+    m = mb[op]
+    bad = m["limited"] + m["other_bad"]
+    bad_text = f"; {bad:,} of {m['total']:,} requests not answered as expected ({m['limited']:,} were 429)" if bad else ""
+    targets.append((f"{what} on Redis >= 60% of the combined limit of its parts (HTTP intake, one mailbox.lua call)",
+                    f"{pct(m['ratio'])} ({f0(m['T'])} / {f0(m['L'])}){bad_text}",
+                    m["ratio"] >= 0.60 and bad == 0))
+    ran.append(m["ratio"] == m["ratio"])
+targets.append(("Exactly one Redis round trip per mailbox request (envelope PUT and list)",
+                f"{f2(mrt_put)} / {f2(mrt_list)} EVALSHA on the request path; {mrt_put_other + mrt_list_other:,} other commands",
+                mrt_put_exact and mrt_list_exact))
+ran.append("mailbox-rt-put" in runs or "mailbox-rt-list" in runs)
+watch_bad = f"; {W_missing:,} stored PUTs never notified, {W_bad:,} PUTs not stored" if (W_missing or W_bad) else ""
+targets.append((f"Watch notification across two replicas at {f0(W_rate) if W else '1,000'} writes/s: p99 < 5 ms",
+                f"{f2(W_p99)} ms (p50: {f2(W_p50)} ms, max: {f2(W_max)} ms; {W_notified:,} notifications){watch_bad}",
+                W_p99 < 5 and W_missing == 0 and W_bad == 0 and W_notified > 0))
+ran.append(bool(W))
+sl_bad = f"; {SL_mem['lost']:,} frames lost" if SL_mem["lost"] else ""
+def sig_load(x):
+    return f"{f0(x['rate'])} frames/s of {x['frame']:,} B"
+
+
+targets.append((f"Signal frame latency within one replica at {sig_load(SL_mem)}: p99 < 1 ms",
+                f"{f2(SL_mem['p99'])} ms on the embedded store (p50: {f2(SL_mem['p50'])} ms){sl_bad}; one replica on Redis (frames through Redis pub/sub): {f2(SL_redis['p99'])} ms",
+                SL_mem["p99"] < 1 and SL_mem["lost"] == 0 and SL_mem["received"] > 0))
+ran.append(SL_mem["ran"])
+sx_bad = f"; {SX['lost']:,} frames lost" if SX["lost"] else ""
+targets.append((f"Signal frame latency across two replicas through Redis at {sig_load(SX)}: p99 < 5 ms",
+                f"{f2(SX['p99'])} ms (p50: {f2(SX['p50'])} ms, max: {f2(SX['max'])} ms){sx_bad}",
+                SX["p99"] < 5 and SX["lost"] == 0 and SX["received"] > 0))
+ran.append(SX["ran"])
 
 tt = ["| Target | Measured | |", "| --- | --- | --- |"]
 for (name, val, ok), did in zip(targets, ran):
@@ -388,7 +516,10 @@ for fr, tr, rr, lr, ar, la, (c_relay, c_redis, cores) in points:
 
 outcomes = []
 for label, r in runs.items():
-    if label.split("@")[0] in ["part-intake", "part-redis", "part-apns", "relay-memory", "relay-redis-1", "signed-1", "relay-redis-1-mix", "relay-redis-2", "signed-100", "signed-rt-1", "signed-rt-100", "rss-warm", "rss-few", "rss-many"]:
+    if label.split("@")[0] in ["part-intake", "part-redis", "part-apns", "relay-memory", "relay-redis-1", "signed-1", "relay-redis-1-mix", "relay-redis-2", "signed-100", "signed-rt-1", "signed-rt-100", "rss-warm", "rss-few", "rss-many",
+                                   "part-mb-intake-put", "part-mb-intake-list", "part-mb-redis-put", "part-mb-redis-list",
+                                   "mailbox-put", "mailbox-list", "mailbox-rt-put", "mailbox-rt-list", "watch-2",
+                                   "signal-ceiling-mem", "signal-ceiling-redis", "signal-local-mem", "signal-local-redis", "signal-cross"]:
         l = r["latency_ms"]
         outcomes.append(f"| {label} | {r['requests']:,} | {r['elapsed_s']:.1f} | {f0(r['rps'])} | {f2(l['p50'])} / {f2(l['p90'])} / {f2(l['p99'])} / {f2(l['p999'])} | {', '.join(f'{k}: {v:,}' for k, v in r['outcomes'].items())} |")
 
@@ -450,6 +581,48 @@ retry-queue worker's claim polls and the queue gauges' stats scripts, one ZRANGE
 ZCARD inside each) per push answered 201, and any other command from the relay counted
 apart; commands the scripts run inside are not round trips.
 
+Mailboxes (`relay-bench mailbox`, `mailbox-redis`, `watch`; app `bench` in `RELAY_APPS`,
+`RELAY_MAILBOX_MAX_ENVELOPES=100000`). Every run claims its own fresh mailboxes (a bearer each)
+before the timed loop and spreads its requests over them, request i to mailbox i mod M, so no
+mailbox gets more than 100 PUTs (its envelope bucket: 120, then 2 per second) or 200 lists
+(reads: 240, then 4 per second); answers 429 are counted and shown, and a target is missed if
+any request was not answered as expected. A PUT stores {f0(get('mailbox-put', 'body_bytes', default=256))} opaque bytes at a
+fresh seq of `p2c` (201); a list is `GET .../p2c?after=0&limit=64` on a mailbox that holds one
+such envelope (200 with it, base64 in the JSON). The parts, every round in the same run with
+the same requests, connections ({f0(get('mailbox-put', 'connections', default=64))}) and duration: A is bench-intake answering them
+without a store (the bearer's shape checked, the PUT's body read, the list's JSON built and
+base64-encoded per request); B is `relay-bench mailbox-redis`, EVALSHA of the relay's script
+(`gcra.lua` in front of `src/store/redis/mailbox.lua`, read from the source tree since the
+relay exposes no function returning it) with the relay's keys, bearer hash and arguments over 4
+pipelined connections. Limit = 1/(1/A+1/B), as v1's with its third part left out; the ratio is
+the median relay throughput over that limit. Round trips: `INFO commandstats` around a fixed
+count of PUTs and of lists on a fresh replica; EVALSHA minus the background ones (retry-queue
+claim polls, one ZRANGEBYSCORE inside each, and queue-gauge scripts, one ZCARD inside each,
+less the one ZCARD inside every stored PUT) per request, other client commands apart. Watch:
+two replicas on one Redis; one watch (`GET .../p2c/watch`, subprotocol `zerobyte.v1`) per
+mailbox on replica A, PUTs open loop on replica B over 16 connections; the latency of a PUT is
+from when it left (or was due, if it left more than 2 ms late) to its `seq <n>` on A's socket,
+in one process on one clock.
+
+Signal (`relay-bench signal`, `GET .../signal/<primary|companion>`). Each mailbox is a pair:
+its primary side on replica A, its companion on A (one replica) or B (two replicas), both
+waiting for `peer 1` before the timed loop. Frames go both ways and carry their number and the
+instant they were timed from in their first 16 bytes, so the receiving side (same process,
+same clock) takes the latency. Latency runs: open loop, {f0(SL_mem['rate'])} frames/s of {SL_mem['frame']:,} bytes in
+total over {SL_mem['pairs']} pairs ({f1(SL_mem['per_side'])} frames/s per side, under the side's frame bucket of 400,
+then 50 per second), timed like the latency curve; within one replica on the embedded store
+(the target) and on Redis, where even a frame between two sockets of one replica goes through
+Redis pub/sub, and across two replicas through Redis. Ceiling: one replica, every round, on
+each store: many pairs, large frames, closed loop per side with a few frames in flight, every
+side pacing itself under its frame bucket (at most 360 in a burst, then one per 21 ms) so the
+relay never closes it with 1008; MB/s is frame bytes received by the other sides (1 MB =
+10^6 bytes) over the time to the last one, next to what the buckets of all sides allowed over
+that time. The bucket limits frames, not bytes, so a ceiling close to that allowance is the
+buckets', not the relay's: run more pairs. The load generator masks and unmasks every frame
+on the same two cores (its cores are shown); a side gives up on frames not received within
+500 ms, and those are counted as lost (on Redis, the relay's fan-out drops messages when its
+subscriber falls behind, `sealrelay_fanout_lagged_total`).
+
 ## Latency versus load
 
 ![latency versus load](bench/latency-vs-load.png)
@@ -494,6 +667,16 @@ target/release/relay-bench apns --url https://127.0.0.1:8443 --ca /tmp/apns/ca.p
 target/release/relay-bench load --url http://127.0.0.1:8080/ --connections 64 --duration 8 --max-requests 400000 \\
     --pid relay=<pid> --redis-url redis://127.0.0.1:6390 [--rate R] [--burst 100 --dup 3 --devices 20000]
 BENCH_ONLY=signed scripts/bench.sh                 # only the signed pushes (and the v1 runs they are compared with)
+BENCH_ONLY=mailbox scripts/bench.sh                # only the mailbox phases (their parts, PUT and list, round trips, watch)
+BENCH_ONLY=signal scripts/bench.sh                 # only the signal phases (latency on one and two replicas, ceiling)
+# Mailboxes and signal: relays with RELAY_APPS=bench:signal RELAY_MAILBOX_MAX_ENVELOPES=100000 (A, and B on the same Redis):
+target/release/bench-intake --port 8081 --list-envelopes 1 --envelope-bytes 256
+target/release/relay-bench mailbox --url http://127.0.0.1:8080/ --op put --per-mailbox 100 --body-bytes 256 \\
+    --connections 64 --duration 8 --max-requests 400000 --pid relay=<pid> --redis-url redis://127.0.0.1:6390   # or --op list --per-mailbox 200
+target/release/relay-bench mailbox-redis --redis-url redis://127.0.0.1:6390 --op put --per-mailbox 100 --concurrency 64 --duration 8
+target/release/relay-bench watch --url http://127.0.0.1:<B>/ --watch-url http://127.0.0.1:<A>/ --rate 1000 --duration 10 --max-requests 10510
+target/release/relay-bench signal --url http://127.0.0.1:<A>/ [--peer-url http://127.0.0.1:<B>/] --pairs 20 --frame-bytes 1024 --rate 1000 --duration 10
+target/release/relay-bench signal --url http://127.0.0.1:<A>/ --pairs 128 --frame-bytes 65536 --window 2 --duration 8 --pid relay=<pid>
 # Signed pushes: a relay with RELAY_ADMIN_SOCKET=/tmp/b/admin.sock, the signer enrolled with the binary itself:
 target/release/sealrelay keygen --out /tmp/b/signer.pem
 target/release/sealrelay admin --socket /tmp/b/admin.sock signers add ed25519:bench --key /tmp/b/signer.pem --topic com.example.cronstable

@@ -26,8 +26,23 @@
 #   BENCH_SIGNED_FANOUT_CONNECTIONS=8 connections of the 100-target runs
 #   BENCH_SIGNED_RT_PUSHES=2000       one-target signed pushes counted for Redis round trips
 #   BENCH_SIGNED_RT_FANOUT_PUSHES=100 100-target signed pushes counted for Redis round trips
+#   BENCH_MAILBOX_BODY_BYTES=256      envelope size of the mailbox phases
+#   BENCH_MAILBOX_RT_REQUESTS=2000    envelope PUTs and lists counted for Redis round trips
+#   BENCH_WATCH_RATE=1000             PUTs per second of the watch-latency run (open loop)
+#   BENCH_WATCH_DURATION=10           seconds of the watch-latency run
+#   BENCH_SIGNAL_RATE=1000            signal frames per second of the latency runs (open loop)
+#   BENCH_SIGNAL_DURATION=10          seconds of each signal latency run
+#   BENCH_SIGNAL_FRAME_BYTES=1024     frame size of the latency runs
+#   BENCH_SIGNAL_PAIRS=20             mailboxes (pairs of sides) of the latency runs
+#   BENCH_SIGNAL_CEILING_PAIRS=128    mailboxes of the relayed-bytes ceiling runs
+#   BENCH_SIGNAL_CEILING_FRAME_BYTES=65536  frame size of the ceiling runs
+#   BENCH_SIGNAL_CEILING_WINDOW=2     frames in flight per side in the ceiling runs
 #   BENCH_ONLY=signed         run only the signed-push phases (with the v1 runs they are
 #                             compared with); the report then goes to the run's directory
+#   BENCH_ONLY=mailbox        run only the mailbox phases (their parts, PUT and list, round
+#                             trips, watch latency across two replicas)
+#   BENCH_ONLY=signal         run only the signal phases (latency on one and two replicas,
+#                             relayed-bytes ceiling)
 #   BENCH_REPORT=FILE         where the report goes (default BENCHMARKS.md; with BENCH_ONLY,
 #                             the run's directory), the plot to bench/ next to it
 #   BENCH_SKIP_BUILD=1        reuse the release binaries as they are
@@ -56,12 +71,24 @@ FANOUT_DURATION=${BENCH_SIGNED_FANOUT_DURATION:-$((DURATION * 3))}
 FANOUT_CONNS=${BENCH_SIGNED_FANOUT_CONNECTIONS:-8}
 RT_PUSHES=${BENCH_SIGNED_RT_PUSHES:-2000}
 RT_FANOUT_PUSHES=${BENCH_SIGNED_RT_FANOUT_PUSHES:-100}
+MB_BODY=${BENCH_MAILBOX_BODY_BYTES:-256}
+MB_RT=${BENCH_MAILBOX_RT_REQUESTS:-2000}
+WATCH_RATE=${BENCH_WATCH_RATE:-1000}
+WATCH_DURATION=${BENCH_WATCH_DURATION:-10}
+SIG_RATE=${BENCH_SIGNAL_RATE:-1000}
+SIG_DURATION=${BENCH_SIGNAL_DURATION:-10}
+SIG_FRAME=${BENCH_SIGNAL_FRAME_BYTES:-1024}
+SIG_PAIRS=${BENCH_SIGNAL_PAIRS:-20}
+CEIL_PAIRS=${BENCH_SIGNAL_CEILING_PAIRS:-128}
+CEIL_FRAME=${BENCH_SIGNAL_CEILING_FRAME_BYTES:-65536}
+CEIL_WINDOW=${BENCH_SIGNAL_CEILING_WINDOW:-2}
 ONLY=${BENCH_ONLY:-}
 case "$ONLY" in
-  ""|signed) ;;
-  *) echo "bench: BENCH_ONLY is empty (everything) or signed, not '$ONLY'" >&2; exit 2 ;;
+  ""|signed|mailbox|signal) ;;
+  *) echo "bench: BENCH_ONLY is empty (everything), signed, mailbox or signal, not '$ONLY'" >&2; exit 2 ;;
 esac
 full() { [ -z "$ONLY" ]; }
+want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out=${BENCH_OUT:-bench/results}/$stamp
 mkdir -p "$out"; out=$(cd "$out" && pwd)
@@ -137,12 +164,15 @@ APNS=https://127.0.0.1:$apns_port
 
 start_relay() { # name [redis-url] [admin-socket] -> sets relay_pid, relay_url
   # Without an admin socket the relay gets none (RELAY_ADMIN_SOCKET empty), so replicas
-  # never share the default path.
+  # never share the default path. With mb=1 in the environment of the call, the relay also
+  # serves the bench's mailbox app (with signal) and holds up to 100,000 envelopes per
+  # direction, so neither the app list nor the envelope cap decides a mailbox phase.
   local name=$1 redis=${2:-} sock=${3:-} port aport
   port=$(free_port); aport=$(free_port)
   env -i PATH="$PATH" HOME="${HOME:-/tmp}" \
     RELAY_LISTEN=127.0.0.1:$port RELAY_ADMIN_LISTEN=127.0.0.1:$aport \
     ${redis:+REDIS_URL=$redis} RELAY_ADMIN_SOCKET="$sock" \
+    ${mb:+RELAY_APPS=bench:signal RELAY_MAILBOX_MAX_ENVELOPES=100000} \
     RELAY_REPLICA_NAME="$name" RELAY_LOG_FORMAT=json RUST_LOG=warn \
     RELAY_IP_RATE_CAPACITY=0 RELAY_RATE_CAPACITY=1000000 RELAY_RATE_REFILL_PER_S=10000 \
     RELAY_SHUTDOWN_DELAY_S=0 RELAY_SHUTDOWN_GRACE_S=2 \
@@ -170,6 +200,11 @@ enrol() { # admin-socket: enrol the run's signer for the bench's topic with the 
 }
 SIGNED=("$RB" signed --key "$signer_key" --key-id "$SIGNER")
 warm_signed() { "${SIGNED[@]}" "$@" --duration 1 --max-requests 2000 --label warmup >/dev/null 2>&1 || true; }
+# Mailbox and signal warm-ups: fresh mailboxes of their own (the salt is the clock).
+warm_mb() { "$RB" mailbox "$@" --op put --body-bytes "$MB_BODY" --duration 1 --max-requests 2000 \
+  --label warmup >/dev/null 2>&1 || true; }
+warm_signal() { "$RB" signal "$@" --pairs "$SIG_PAIRS" --rate "$SIG_RATE" --duration 2 \
+  --max-requests 1000000 --label warmup >/dev/null 2>&1 || true; }
 
 # --- rounds: (a) the parts alone, (b) sealrelay embedded, (c) sealrelay on Redis -----------
 # The machine is shared and its speed drifts from minute to minute, so every measurement runs
@@ -208,6 +243,7 @@ warm --url "$relay_url" --connections "$CONNS"
 stop "$relay_pid"
 fi
 
+if full || [ "$ONLY" = signed ]; then
 log "sealrelay on Redis, one replica"
 flush
 start_relay r1 "$REDIS" "$sockdir/admin-r1.sock"; r1_pid=$relay_pid; r1_url=$relay_url
@@ -249,9 +285,76 @@ warm --url "$r2_url" --connections "$CONNS"
 stop "$r2_pid"
 fi
 stop "$r1_pid"
+fi
+
+# Mailboxes: envelope PUT and list against the limit of their parts, the HTTP intake alone
+# (bench-intake answering the same requests without a store) and Redis running the relay's
+# mailbox script for the same requests. Each run spreads its requests over enough mailboxes
+# (claimed, and for lists filled with one envelope, before the timed loop) that none gets
+# more than 100 PUTs (bucket: 120, then 2/s) or 200 lists (240, then 4/s).
+if want mailbox; then
+log "mailbox part A: HTTP intake alone (bench-intake), envelope PUT and list"
+intake_port=$(free_port)
+"$bin/bench-intake" --port "$intake_port" --max-seconds 600 --list-envelopes 1 \
+  --envelope-bytes "$MB_BODY" >/dev/null &
+intake_pid=$!; pids+=("$intake_pid")
+wait_port "$intake_port"
+warm_mb --url "http://127.0.0.1:$intake_port/" --connections "$CONNS"
+for op in put list; do
+  per=100; [ "$op" = list ] && per=200
+  "$RB" mailbox --url "http://127.0.0.1:$intake_port/" --op "$op" --per-mailbox "$per" \
+    --body-bytes "$MB_BODY" --connections "$CONNS" --duration "$DURATION" --max-requests "$MAXREQ" \
+    --pid "intake=$intake_pid" --label "part-mb-intake-$op@$round" --out "$results" >/dev/null
+done
+stop "$intake_pid"
+
+log "mailbox part B: Redis running mailbox.lua via EVALSHA, envelope PUT and list"
+flush
+for op in put list; do
+  per=100; [ "$op" = list ] && per=200
+  "$RB" mailbox-redis --redis-url "$REDIS" --op "$op" --per-mailbox "$per" --body-bytes "$MB_BODY" \
+    --concurrency "$CONNS" --duration "$DURATION" --max-requests "$MAXREQ" \
+    --label "part-mb-redis-$op@$round" --out "$results" >/dev/null
+done
+flush
+
+log "sealrelay on Redis, one replica, mailboxes: envelope PUT and list"
+mb=1 start_relay mb1 "$REDIS"; m_pid=$relay_pid; m_url=$relay_url
+warm_mb --url "$m_url" --connections "$CONNS"
+for op in put list; do
+  per=100; [ "$op" = list ] && per=200
+  "$RB" mailbox --url "$m_url" --op "$op" --per-mailbox "$per" --body-bytes "$MB_BODY" \
+    --connections "$CONNS" --duration "$DURATION" --max-requests "$MAXREQ" \
+    --pid "relay=$m_pid" --redis-url "$REDIS" --label "mailbox-$op@$round" --out "$results" >/dev/null
+done
+stop "$m_pid"
+flush
+fi
+
+# Signal: the relayed-bytes ceiling of one replica, on the embedded store and on Redis.
+# Many pairs of sides, large frames, closed loop per side with a few frames in flight, each
+# side paced under its frame bucket (which limits frames, not bytes).
+if want signal; then
+for store in mem redis; do
+  log "signal: relayed-bytes ceiling of one replica ($store store), $CEIL_PAIRS pairs, frames of $CEIL_FRAME bytes"
+  if [ "$store" = redis ]; then
+    flush; mb=1 start_relay "sig-ceil-$store" "$REDIS"; ropt=(--redis-url "$REDIS")
+  else
+    mb=1 start_relay "sig-ceil-$store"; ropt=()
+  fi
+  c_pid=$relay_pid; c_url=$relay_url
+  warm_signal --url "$c_url"
+  "$RB" signal --url "$c_url" --pairs "$CEIL_PAIRS" --frame-bytes "$CEIL_FRAME" \
+    --window "$CEIL_WINDOW" --duration "$DURATION" --max-requests "$MAXREQ" --pid "relay=$c_pid" \
+    "${ropt[@]}" --label "signal-ceiling-$store@$round" --out "$results" >/dev/null
+  stop "$c_pid"
+done
+flush
+fi
 done
 
 # --- signed pushes of 100 targets, and Redis round trips per signed push -------------------
+if want signed; then
 log "signed pushes of 100 targets at $FANOUT_RATE/s (open loop, $FANOUT_DURATION s), fresh replica on Redis"
 flush
 start_relay signed "$REDIS" "$sockdir/admin-signed.sock"; s_pid=$relay_pid; s_url=$relay_url
@@ -270,6 +373,58 @@ log "Redis round trips: $RT_PUSHES signed pushes of one target, $RT_FANOUT_PUSHE
   --max-requests "$RT_FANOUT_PUSHES" --pid "relay=$s_pid" --redis-url "$REDIS" \
   --label "signed-rt-100" --out "$results" >/dev/null
 stop "$s_pid"
+fi
+
+# --- mailboxes: Redis round trips per request, watch latency across two replicas ----------
+if want mailbox; then
+log "mailbox Redis round trips: $MB_RT envelope PUTs and $MB_RT lists (fresh replica on Redis)"
+flush
+mb=1 start_relay mbrt "$REDIS"; a_pid=$relay_pid; a_url=$relay_url
+warm_mb --url "$a_url" --connections "$CONNS"
+for op in put list; do
+  "$RB" mailbox --url "$a_url" --op "$op" --body-bytes "$MB_BODY" --connections "$CONNS" \
+    --duration 120 --max-requests "$MB_RT" --pid "relay=$a_pid" --redis-url "$REDIS" \
+    --label "mailbox-rt-$op" --out "$results" >/dev/null
+done
+log "watch latency: watches on replica A, PUTs on replica B at $WATCH_RATE/s for $WATCH_DURATION s"
+mb=1 start_relay mbB "$REDIS"; b_pid=$relay_pid; b_url=$relay_url
+warm_mb --url "$b_url" --connections 16
+n=$(python3 -c "print(int($WATCH_RATE*$WATCH_DURATION*1.05)+10)")
+"$RB" watch --url "$b_url" --watch-url "$a_url" --rate "$WATCH_RATE" --duration "$WATCH_DURATION" \
+  --max-requests "$n" --body-bytes "$MB_BODY" --connections 16 \
+  --pid "relay=$a_pid" --pid "relay2=$b_pid" --redis-url "$REDIS" \
+  --label "watch-2" --out "$results" >/dev/null
+stop "$b_pid"; stop "$a_pid"
+flush
+fi
+
+# --- signal: frame latency within one replica and across two -------------------------------
+if want signal; then
+n=$(python3 -c "print(int($SIG_RATE*$SIG_DURATION*1.05)+10)")
+sig_lat() { # label url [peer-url] [redis]: one open-loop latency run
+  local label=$1 url=$2 peer=${3:-} r=${4:-}
+  "$RB" signal --url "$url" ${peer:+--peer-url "$peer"} --pairs "$SIG_PAIRS" --frame-bytes "$SIG_FRAME" \
+    --rate "$SIG_RATE" --duration "$SIG_DURATION" --max-requests "$n" "${sig_pids[@]}" \
+    ${r:+--redis-url "$r"} --label "$label" --out "$results" >/dev/null
+}
+log "signal latency, one replica, embedded store: $SIG_RATE frames/s of $SIG_FRAME bytes over $SIG_PAIRS pairs"
+mb=1 start_relay sig-mem; a_pid=$relay_pid; a_url=$relay_url
+warm_signal --url "$a_url"
+sig_pids=(--pid "relay=$a_pid")
+sig_lat signal-local-mem "$a_url"
+stop "$a_pid"
+log "signal latency on Redis: one replica, then across two (primary on A, companion on B)"
+flush
+mb=1 start_relay sigA "$REDIS"; a_pid=$relay_pid; a_url=$relay_url
+mb=1 start_relay sigB "$REDIS"; b_pid=$relay_pid; b_url=$relay_url
+warm_signal --url "$a_url"; warm_signal --url "$a_url" --peer-url "$b_url"
+sig_pids=(--pid "relay=$a_pid")
+sig_lat signal-local-redis "$a_url" "" "$REDIS"
+sig_pids=(--pid "relay=$a_pid" --pid "relay2=$b_pid")
+sig_lat signal-cross "$a_url" "$b_url" "$REDIS"
+stop "$b_pid"; stop "$a_pid"
+flush
+fi
 
 if full; then
 

@@ -9,6 +9,12 @@
 //! relay-bench mock  --state-dir DIR [--port 0] [--max-seconds 900] [--check-jwt]
 //! relay-bench apns  --url https://127.0.0.1:PORT --ca DIR/ca.pem [--concurrency 64] ...
 //! relay-bench redis --redis-url redis://127.0.0.1:PORT [--connections 4] [--concurrency 64] ...
+//! relay-bench mailbox --url http://127.0.0.1:8080/ --op put|list [--per-mailbox 100]
+//!                   [--body-bytes 256] [--depth N] [--connections 64] [the options of load]
+//! relay-bench mailbox-redis --redis-url redis://127.0.0.1:PORT --op put|list [--concurrency 64] ...
+//! relay-bench watch --url http://B/ --watch-url http://A/ --rate 1000 [--mailboxes 0] ...
+//! relay-bench signal --url http://A/ [--peer-url http://B/] [--pairs 20] [--frame-bytes 1024]
+//!                   [--rate R | --window 2] ...
 //! ```
 //!
 //! Every run is bounded by `--duration` seconds AND `--max-requests`, talks to 127.0.0.1
@@ -37,6 +43,15 @@
 //! loop and counted as `signed_in_loop`. A push counts as forwarded when it answers 201 with
 //! every target `delivered`; anything else is counted by status and error code, and target
 //! states are counted too.
+//!
+//! `mailbox`, `mailbox-redis` and `watch` (module `mailbox`) and `signal` (module `signal`)
+//! drive the mailbox front-end (`MAILBOX.md`): their module documentation says how load is
+//! spread over mailboxes so the per-mailbox buckets never decide.
+
+#[path = "relay-bench/mailbox.rs"]
+mod mailbox;
+#[path = "relay-bench/signal.rs"]
+mod signal;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -96,6 +111,14 @@ enum Cmd {
     Apns(ApnsArgs),
     /// Run the real admission script with EVALSHA over many connections: the Redis part alone.
     Redis(RedisArgs),
+    /// Envelope PUTs or lists over many mailboxes (a relay, or bench-intake: the HTTP part).
+    Mailbox(mailbox::MailboxArgs),
+    /// The relay's mailbox script alone with EVALSHA, for the same requests: the Redis part.
+    MailboxRedis(mailbox::MailboxRedisArgs),
+    /// Watch notification latency: watches on one replica, PUTs on another, open loop.
+    Watch(mailbox::WatchArgs),
+    /// Signal frames between the two sides of many mailboxes: latency, or the bytes ceiling.
+    Signal(signal::SignalArgs),
 }
 
 #[derive(Args, Clone)]
@@ -1471,6 +1494,10 @@ fn main() -> anyhow::Result<()> {
             Cmd::Mock(a) => run_mock(a).await,
             Cmd::Apns(a) => run_apns(a).await,
             Cmd::Redis(a) => run_redis(a).await,
+            Cmd::Mailbox(a) => mailbox::run_mailbox(a).await,
+            Cmd::MailboxRedis(a) => mailbox::run_mailbox_redis(a).await,
+            Cmd::Watch(a) => mailbox::run_watch(a).await,
+            Cmd::Signal(a) => signal::run_signal(a).await,
         }
     })
 }
