@@ -71,5 +71,6 @@ pub mod parts {
     pub use crate::secret::Secret;
     pub use crate::signed::request::SignedPush;
     pub use crate::signed::sig::{read_authorization, sign_request, PrivateKey, ReadAuthorization};
+    pub use crate::store::redis::mailbox::mailbox_lua;
     pub use crate::store::redis::policy::admit_lua;
 }

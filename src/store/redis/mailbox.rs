@@ -12,6 +12,12 @@ use super::{err, with_gcra};
 use crate::store::mailbox::{Answer, Envelope, Limits, Name, Op, PushDecision};
 use crate::store::StoreError;
 
+/// The mailbox script exactly as the relay loads it (the benchmark measures Redis's ceiling
+/// with it).
+pub fn mailbox_lua() -> String {
+    format!("{}{}", super::GCRA_LUA, include_str!("mailbox.lua"))
+}
+
 /// The script and key names.
 pub struct RedisMailboxes {
     pool: Pool,

@@ -17,16 +17,7 @@ use tokio_tungstenite::tungstenite::Message;
 /// Commands inside `mailbox.lua` that `SCRIPT_INTERNAL` does not list: not round trips.
 pub const MAILBOX_SCRIPT_INTERNAL: &[&str] = &["spublish", "zremrangebyscore"];
 
-/// The relay's mailbox script as it loads it: `gcra.lua` in front of `mailbox.lua`. The
-/// relay exposes no function returning it (`sealrelay::parts` has none), so the bench reads
-/// the same two files.
-fn mailbox_lua() -> String {
-    format!(
-        "{}{}",
-        include_str!("../../../../../src/store/redis/gcra.lua"),
-        include_str!("../../../../../src/store/redis/mailbox.lua")
-    )
-}
+use sealrelay::parts::mailbox_lua;
 
 /// One mailbox of a run: its id and its bearer.
 #[derive(Clone)]
