@@ -4,8 +4,11 @@
 //! fan-out's delay, milliseconds), and dropped whole when the fan-out resynchronises after
 //! a reconnect (a message may have been missed). Unknown key ids are cached briefly too, so
 //! a stream of made-up ids cannot turn into a stream of store calls; the cache is bounded.
+//! Nothing is cached until the replica hears changes, and a load that raced a change is not
+//! cached (it may hold the record from before).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -38,6 +41,12 @@ enum Entry {
 pub struct Signers {
     store: Arc<Store>,
     map: RwLock<HashMap<String, Entry>>,
+    /// Whether [`Signers::follow`] hears changes: until then nothing is cached (a change
+    /// made before the subscription took would never drop a cached entry).
+    following: AtomicBool,
+    /// Grows with every invalidation: a load that raced one (it may have read the record
+    /// from before the change) is not cached.
+    generation: AtomicU64,
 }
 
 impl Signers {
@@ -46,6 +55,8 @@ impl Signers {
         Arc::new(Self {
             store,
             map: RwLock::default(),
+            following: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
         })
     }
 
@@ -63,6 +74,8 @@ impl Signers {
                 Entry::Unknown(_) => {}
             }
         }
+        let following = self.following.load(Ordering::SeqCst);
+        let generation = self.generation.load(Ordering::SeqCst);
         let loaded = self.store.signer_get(key_id).await?;
         let known = loaded.and_then(|signer| match PublicKey::from_base64(&signer.public_key) {
             Ok(key) => Some(Arc::new(Known { signer, key })),
@@ -75,6 +88,9 @@ impl Signers {
             }
         });
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        if !following || self.generation.load(Ordering::SeqCst) != generation {
+            return Ok(known);
+        }
         if map.len() >= MAX_ENTRIES {
             map.retain(|_, e| matches!(e, Entry::Known(_)));
             if map.len() >= MAX_ENTRIES {
@@ -93,15 +109,16 @@ impl Signers {
 
     /// Drops one signer (it changed).
     pub fn invalidate(&self, key_id: &str) {
-        self.map
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key_id);
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        map.remove(key_id);
     }
 
     /// Drops every signer.
     pub fn clear(&self) {
-        self.map.write().unwrap_or_else(|p| p.into_inner()).clear();
+        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        map.clear();
     }
 
     /// Follows the signers channel until `stop`: each message names a key id to drop; a
@@ -120,8 +137,9 @@ impl Signers {
                 }
             }
         };
-        // Whatever changed before the subscription took is reloaded.
+        // From now on every change is heard: entries may be cached.
         self.clear();
+        self.following.store(true, Ordering::SeqCst);
         let mut resyncs = self.store.fanout().resyncs();
         // Only reconnects from now on count.
         resyncs.borrow_and_update();
@@ -130,13 +148,20 @@ impl Signers {
             tokio::select! {
                 m = sub.recv() => match m {
                     Some(key_id) => self.invalidate(&String::from_utf8_lossy(&key_id)),
-                    None => return,
+                    None => {
+                        self.following.store(false, Ordering::SeqCst);
+                        self.clear();
+                        return;
+                    }
                 },
                 r = resyncs.changed(), if resyncing => match r {
                     Ok(()) => self.clear(),
                     Err(_) => resyncing = false,
                 },
-                _ = stop.changed() => return,
+                _ = stop.changed() => {
+                    self.following.store(false, Ordering::SeqCst);
+                    return;
+                }
             }
         }
     }
