@@ -708,3 +708,150 @@ async fn hostile_bodies_get_the_envelope() {
     }
     assert_eq!(sent(&r.h), 0);
 }
+
+/// A target the delivering replica never settled (it stopped between recording the push and
+/// recording the outcome) is settled as `failed` with `relay_interrupted` by whoever reads
+/// the receipt once twice `RELAY_RETRY_LEASE_MS` has passed: a signed read, an open event
+/// stream, a replay, the admin API. Nothing is sent again, and the outcome the slow
+/// delivery records afterwards changes nothing. The manual clock stands in for the time a
+/// stopped replica leaves behind; APNs holds each answer meanwhile.
+async fn abandoned_targets_are_settled_by_their_readers(redis: Option<String>) {
+    let clock = Clock::manual(Clock::System.now_ms());
+    let mut opts = Options::default()
+        .clock(clock.clone())
+        .var("RELAY_RETRY_LEASE_MS", "30000");
+    if let Some(url) = &redis {
+        opts = opts.var("REDIS_URL", url);
+    }
+    let r = SignedRelay::start(opts).await;
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    r.h.prod.set_delay(Duration::from_millis(1500));
+    let bound = 60_000;
+    let interrupted = json!({"reason": "relay_interrupted"});
+
+    // Starts a push of one target and waits until its APNs request is in flight.
+    let start = |n: u64| {
+        let body = ops.sign(ops.request(&rid(n), &devices(n as u32..n as u32 + 1), clock.now_ms()));
+        let sent_before = r.h.prod.started();
+        let post = {
+            let (addr, body) = (r.h.addr(), body.clone());
+            tokio::spawn(async move { post_json(addr, "/v2/pushes", &body).await })
+        };
+        (body, post, sent_before)
+    };
+    let prod = &r.h.prod;
+    let in_flight = |before: usize| async move {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while prod.started() <= before {
+            assert!(Instant::now() < deadline, "the APNs request never started");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+
+    // 1. A signed read and an open event stream.
+    let (_, post, before) = start(40);
+    in_flight(before).await;
+    let path = format!("/v2/pushes/{}", rid(40));
+    let early = r.read(&ops, &path, clock.now_ms()).await;
+    assert_eq!(early.status, 200, "{}", early.body);
+    let e = early.json();
+    assert_eq!(
+        e["state"], "pending",
+        "within the bound nothing is settled: {e}"
+    );
+    let key = hash16(&device(40));
+    assert_eq!(e["targets"][&key]["state"], "accepted");
+    let events = format!("{path}/events?after=1");
+    let mut stream = Stream::open(
+        r.h.addr(),
+        &events,
+        &[("authorization", ops.read_auth(&events, clock.now_ms()))],
+    )
+    .await;
+    assert_eq!(stream.status, 200);
+    clock.advance_ms(bound + 1);
+    let ev = stream
+        .next(Duration::from_secs(5))
+        .await
+        .expect("the stream settles the abandoned target");
+    assert_eq!((ev.id, ev.event.as_str()), (2, "target"));
+    assert_eq!(
+        (ev.data["target"].as_str(), ev.data["state"].as_str()),
+        (Some(key.as_str()), Some("failed"))
+    );
+    let ev = stream.next(Duration::from_secs(5)).await.expect("settled");
+    assert_eq!((ev.id, ev.event.as_str()), (3, "settled"));
+    assert!(stream.ends(Duration::from_secs(5)).await);
+    let read = r.read(&ops, &path, clock.now_ms()).await.json();
+    assert_eq!(read["state"], "settled", "{read}");
+    assert_eq!(read["targets"][&key]["state"], "failed");
+    assert_eq!(read["targets"][&key]["failure"], interrupted);
+    // The slow delivery finishes: APNs took it, but the receipt already said what the relay
+    // could know, and the late outcome is ignored (the answer is what the store holds).
+    let answered = post.await.unwrap();
+    assert_eq!(answered.status, 201, "{}", answered.body);
+    assert_eq!(answered.json()["targets"][&key]["state"], "failed");
+    assert_eq!(r.read(&ops, &path, clock.now_ms()).await.json(), read);
+    assert_eq!(
+        r.h.prod.received_for(&device(40)).len(),
+        1,
+        "nothing is resent"
+    );
+
+    // 2. A replay of the push.
+    let (body, post, before) = start(41);
+    in_flight(before).await;
+    clock.advance_ms(bound + 1);
+    let replay = r.push(&body).await;
+    assert_eq!(replay.status, 200, "{}", replay.body);
+    let v = replay.json();
+    assert_eq!(v["state"], "settled", "{v}");
+    assert_eq!(v["targets"][hash16(&device(41))]["failure"], interrupted);
+    assert_eq!(post.await.unwrap().status, 201);
+    assert_eq!(r.h.prod.received_for(&device(41)).len(), 1);
+
+    // 3. The admin API.
+    let (_, post, before) = start(42);
+    in_flight(before).await;
+    let admin_path = format!("/admin/v1/pushes/{}", rid(42));
+    let (status, v) = r.admin_call("GET", &admin_path, None).await;
+    assert_eq!((status, v["state"].as_str()), (200, Some("pending")), "{v}");
+    clock.advance_ms(bound + 1);
+    let (status, v) = r.admin_call("GET", &admin_path, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(v["state"], "settled", "{v}");
+    assert_eq!(v["targets"][hash16(&device(42))]["failure"], interrupted);
+    let seqs: Vec<&str> = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(seqs, ["accepted", "target", "settled"]);
+    assert_eq!(post.await.unwrap().status, 201);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_targets_are_settled_by_their_readers_in_memory() {
+    abandoned_targets_are_settled_by_their_readers(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_targets_are_settled_by_their_readers_on_redis() {
+    let redis = RedisServer::start();
+    abandoned_targets_are_settled_by_their_readers(Some(redis.url())).await;
+}
+
+/// A POST from a task of its own (the harness's client borrows the harness).
+async fn post_json(addr: std::net::SocketAddr, path: &str, body: &serde_json::Value) -> Resp {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http();
+    request(
+        &client,
+        "POST",
+        &format!("http://{addr}{path}"),
+        serde_json::to_vec(body).unwrap(),
+    )
+    .await
+}

@@ -13,7 +13,8 @@
 //! replica's signer cache drops the entry within the fan-out's delay; this replica's is
 //! dropped at once.
 //!
-//! Store round trips: one per request (an enrolment, a revocation, a list, a receipt).
+//! Store round trips: one per request (an enrolment, a revocation, a list, a receipt); a
+//! receipt with a target abandoned by a stopped replica costs one more, to settle it.
 
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ use serde_json::{json, Value};
 
 use super::transport::Transport;
 use crate::clock::Clock;
+use crate::signed::abandoned::Abandonment;
 use crate::signed::error::ApiError;
 use crate::signed::request::is_valid_topic;
 use crate::signed::sig::{is_valid_key_id, PublicKey};
@@ -46,16 +48,24 @@ pub struct AdminApi {
     signers: Arc<Signers>,
     v1: Arc<V1>,
     clock: Clock,
+    abandonment: Abandonment,
 }
 
 impl AdminApi {
     /// The API over the store, this replica's signer cache and the v1 front-end.
-    pub fn new(store: Arc<Store>, signers: Arc<Signers>, v1: Arc<V1>, clock: Clock) -> Self {
+    pub fn new(
+        store: Arc<Store>,
+        signers: Arc<Signers>,
+        v1: Arc<V1>,
+        clock: Clock,
+        abandonment: Abandonment,
+    ) -> Self {
         Self {
             store,
             signers,
             v1,
             clock,
+            abandonment,
         }
     }
 }
@@ -224,12 +234,14 @@ async fn receipt(
     State(api): State<Arc<AdminApi>>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
+    let now = api.clock.now_ms();
     let r = api
         .store
-        .receipt_get(&id, api.clock.now_ms())
+        .receipt_get(&id, now)
         .await
         .map_err(|e| unavailable(&e).with_push(&id))?
         .ok_or_else(|| ApiError::not_found("no such push").with_push(&id))?;
+    let r = api.abandonment.settle(&api.store, r, now).await;
     crate::metrics::receipt_read("admin");
     Ok(json(StatusCode::OK, &crate::signed::receipt::render(&r)))
 }

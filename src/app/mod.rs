@@ -218,6 +218,7 @@ impl App {
             self.signers.clone(),
             self.v1.clone(),
             self.delivery.clock().clone(),
+            self.signed.abandonment(),
         ))
         .layer(sensitive_headers())
     }

@@ -294,6 +294,7 @@ impl Config {
             max_ciphertext_chars: v1.max_ciphertext_chars,
             receipt_ttl_ms: core.receipt_ttl_ms,
             body_timeout: v1.body_timeout,
+            abandon_after_ms: 2 * core.retry_lease_ms,
         };
         if r.errors.is_empty() {
             Ok(Config {

@@ -9,7 +9,9 @@
 //!
 //! Store round trips: a new one-target push costs three (the receipt created, the target's
 //! admission, the outcomes recorded) and one more per extra target's admission; a replay
-//! costs one; the signer comes from the replica's cache ([`super::signers`]).
+//! costs one; the signer comes from the replica's cache ([`super::signers`]). A replay or
+//! read that finds a target abandoned by a stopped replica costs one more, to settle it
+//! ([`super::abandoned`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +23,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
+use super::abandoned::Abandonment;
 use super::error::ApiError;
 use super::receipt;
 use super::request::{SignedPush, MAX_BODY_BYTES};
@@ -33,6 +36,8 @@ use crate::store::{Store, StoreError};
 
 /// How often an open event stream sends a `: keepalive` comment.
 const KEEPALIVE: Duration = Duration::from_secs(15);
+/// How often an open event stream of a pending push checks for abandoned targets.
+const ABANDON_CHECK: Duration = Duration::from_secs(1);
 
 /// The signed front-end's settings.
 #[derive(Debug, Clone)]
@@ -45,6 +50,9 @@ pub struct Settings {
     pub receipt_ttl_ms: i64,
     /// Time a client has to send its body.
     pub body_timeout: Duration,
+    /// A target `accepted` for longer than this, ms, was left by a replica that stopped
+    /// ([`super::abandoned`]): twice `RELAY_RETRY_LEASE_MS`.
+    pub abandon_after_ms: i64,
 }
 
 /// The signed front-end.
@@ -71,6 +79,14 @@ impl Signed {
 
     fn now_ms(&self) -> i64 {
         self.delivery.clock().now_ms()
+    }
+
+    /// When a target counts as abandoned.
+    pub fn abandonment(&self) -> Abandonment {
+        Abandonment {
+            after_ms: self.settings.abandon_after_ms,
+            ttl_ms: self.settings.receipt_ttl_ms,
+        }
     }
 }
 
@@ -207,6 +223,7 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<(&'static str, Response
         Begun::Conflict => return Err(with_id(ApiError::conflict())),
         Begun::Replay(r) => {
             metrics::signed_replay();
+            let r = s.abandonment().settle(s.store(), r, now).await;
             return Ok(("replayed", json(StatusCode::OK, &receipt::render(&r))));
         }
         Begun::New(r) => r,
@@ -320,7 +337,7 @@ async fn authorize_read(
     if r.signer != auth.key_id() {
         return Err(ApiError::forbidden("another signer created this push").with_push(id));
     }
-    Ok(r)
+    Ok(s.abandonment().settle(s.store(), r, now).await)
 }
 
 fn path_and_query(req: &Request) -> String {
@@ -436,6 +453,12 @@ async fn stream_events(
     // Only reconnects from now on count.
     resyncs.borrow_and_update();
     let mut resyncing = true;
+    // A target a stopped replica left `accepted` is settled once its bound has passed
+    // ([`super::abandoned`]); until then the check costs no store round trip.
+    let abandonment = s.abandonment();
+    let mut abandoned_at = abandonment.deadline(&first);
+    let mut check = tokio::time::interval(ABANDON_CHECK);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let reread = tokio::select! {
             m = sub.recv() => match m {
@@ -469,6 +492,20 @@ async fn stream_events(
             r = resyncs.changed(), if resyncing => match r {
                 Ok(()) => true,
                 Err(_) => { resyncing = false; false }
+            },
+            _ = check.tick(), if abandoned_at.is_some() => {
+                if abandoned_at.is_some_and(|at| s.now_ms() > at) {
+                    let now = s.now_ms();
+                    let Ok(Some(r)) = s.store().receipt_get(&id, now).await else {
+                        continue;
+                    };
+                    let r = abandonment.settle(s.store(), r, now).await;
+                    abandoned_at = abandonment.deadline(&r);
+                    if let Sent::Ended = send_from(&tx, &r, &mut last).await {
+                        return;
+                    }
+                }
+                false
             },
             _ = tx.closed() => return,
         };

@@ -10,6 +10,7 @@
 //!
 //! The pure parts do no I/O and read no clock: the handlers pass `now_ms` in.
 
+pub mod abandoned;
 pub mod api;
 pub mod canonical;
 pub mod error;
