@@ -11,6 +11,8 @@ log() { printf '\n== %s\n' "$*" >&2; }
 need_apt=()
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
+# coturn's turnserver and turnutils_uclient, for the ICE test against a real TURN server.
+command -v turnserver >/dev/null 2>&1 && command -v turnutils_uclient >/dev/null 2>&1 || need_apt+=(coturn)
 # Debian's Chromium, for the hosted pages' browser test (driven by playwright-core).
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
 command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)

@@ -1,5 +1,5 @@
 //! The ICE credentials module against real sockets: coturn credentials checked the way
-//! coturn checks them, Cloudflare Realtime TURN through a mock of its API (the test kit's
+//! coturn checks them and by a real coturn (`turnserver`, with coturn's own client), Cloudflare Realtime TURN through a mock of its API (the test kit's
 //! `mock_cloudflare`) answering success, errors, malformed bodies, or nothing, both
 //! providers together, STUN alone, and the per-provider counts.
 //!
@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use base64::Engine as _;
 use sealrelay::parts::ice::{self, Cloudflare, Coturn, Ice, IceError, IceUrl, Settings, UrlKind};
 use sealrelay::parts::Secret;
+use sealrelay_testkit::coturn::TurnServer;
 use sealrelay_testkit::mock_cloudflare::{MockCloudflare, Refused, Reply, STUN_URL, TURN_URLS};
 use sealrelay_testkit::pki::Pki;
 use serde_json::{json, Value};
@@ -209,6 +210,75 @@ async fn coturn_credentials_pass_coturns_own_check() {
         later["iceServers"][0]["credential"].as_str().unwrap(),
         now_s()
     ));
+}
+
+/// The TURN user name and password `ice` hands out for `mailbox` at `now`.
+async fn turn_credentials(ice: &Ice, port: u16, mailbox: &str, now: u64) -> (String, String) {
+    let a = ice.servers(APP, mailbox, now).await.unwrap();
+    let e = &a["iceServers"][0];
+    assert_eq!(e["urls"][0], format!("turn:127.0.0.1:{port}?transport=udp"));
+    (
+        e["username"].as_str().unwrap().to_owned(),
+        e["credential"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// The same credentials against a real coturn (`turnserver` with `use-auth-secret`): coturn's
+/// own client allocates a relay with them and sends traffic through it; with a credential
+/// made with another secret, an expired one, or another mailbox's password, coturn refuses
+/// the allocation.
+#[tokio::test]
+async fn a_real_coturn_allocates_with_the_relays_credentials() {
+    let turn = TurnServer::start(TURN_SECRET);
+    let ttl = 600;
+    let settings = |secret: &str| Settings {
+        coturn: Some(Coturn {
+            urls: vec![IceUrl::parse(
+                &format!("turn:127.0.0.1:{}?transport=udp", turn.port),
+                UrlKind::Turn,
+            )
+            .unwrap()],
+            secret: Secret::new(secret),
+        }),
+        ..settings(ttl)
+    };
+    let ice = Ice::new(&settings(TURN_SECRET)).unwrap();
+    let (user, pass) = turn_credentials(&ice, turn.port, MAILBOX, now_s()).await;
+    let ok = turn.allocate(&user, &pass);
+    assert!(
+        ok.allocated,
+        "coturn refused the relay's credentials:\n{}",
+        ok.output
+    );
+    assert!(ok.received > 0, "nothing crossed the relay:\n{}", ok.output);
+
+    let wrong = Ice::new(&settings("another secret")).unwrap();
+    let (user, pass) = turn_credentials(&wrong, turn.port, MAILBOX, now_s()).await;
+    let refused = turn.allocate(&user, &pass);
+    assert!(
+        !refused.allocated,
+        "another secret was accepted:\n{}",
+        refused.output
+    );
+
+    // Made long enough ago that the expiry in the user name has passed.
+    let (user, pass) = turn_credentials(&ice, turn.port, MAILBOX, now_s() - ttl - 60).await;
+    let expired = turn.allocate(&user, &pass);
+    assert!(
+        !expired.allocated,
+        "an expired credential was accepted:\n{}",
+        expired.output
+    );
+
+    // One mailbox's password does not open another's user name.
+    let (user, _) = turn_credentials(&ice, turn.port, "mbx_another-mailbox-id", now_s()).await;
+    let (_, pass) = turn_credentials(&ice, turn.port, MAILBOX, now_s()).await;
+    let mixed = turn.allocate(&user, &pass);
+    assert!(
+        !mixed.allocated,
+        "a password for another user name was accepted:\n{}",
+        mixed.output
+    );
 }
 
 #[tokio::test]

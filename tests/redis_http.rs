@@ -25,6 +25,8 @@ async fn one_redis_call_per_forwarded_request() {
         h.post(&envelope(&device(9999), &id(9999))).await.status,
         202
     );
+    // And the background work has run once, so its scripts are loaded.
+    background_scripts_loaded(&redis).await;
     redis.cli(&["CONFIG", "RESETSTAT"]);
     let n = 50u64;
     for i in 0..n as u32 {

@@ -513,6 +513,7 @@ async fn round_trips_per_signed_push() {
         loads = l;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    background_scripts_loaded(&redis).await;
     for (n, targets, want) in [(2u64, 1u32, 3u64), (3, 5, 7)] {
         let body = ops.sign(ops.request(
             &rid(n),

@@ -322,3 +322,22 @@ fn response_complete(out: &[u8]) -> bool {
         .unwrap_or(0);
     body.len() >= len
 }
+
+/// Waits until the relay's background work on `redis` has run once (the retry worker's
+/// claim runs ZRANGEBYSCORE, the queue gauges ZCARD), so its scripts are loaded: a first run
+/// inside a measured window would add a NOSCRIPT EVALSHA and a SCRIPT LOAD that are not the
+/// requests'.
+pub async fn background_scripts_loaded(redis: &RedisServer) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let c = redis.command_calls();
+        if c.contains_key("zrangebyscore") && c.contains_key("zcard") {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no background poll ran: {c:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

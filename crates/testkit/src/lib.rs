@@ -8,6 +8,7 @@
 //! - [`redis`]: a real `redis-server`, or a three-master Redis Cluster, on ports it holds;
 //! - [`process`]: a child process whose output is read line by line, stopped by its id;
 //! - [`otlp`]: an OTLP/HTTP trace receiver, plain or over TLS;
+//! - [`coturn`]: a real `turnserver` with the TURN REST scheme, and coturn's own client;
 //! - [`mock_cloudflare`]: Cloudflare Realtime TURN's credentials API, plain or over TLS, and
 //!   an unreachable port.
 //!
@@ -17,6 +18,7 @@
 //! report it) is checked to be *our* process after it starts, and restarted on another port
 //! when the one picked was taken in between.
 
+pub mod coturn;
 pub mod mock_apns;
 pub mod mock_cloudflare;
 pub mod mock_fcm;
