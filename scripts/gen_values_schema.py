@@ -93,6 +93,8 @@ CHART_MANAGED: dict[str, str] = {
                                            "<ice.cloudflare.apiToken.fileName>, whenever its Secret is configured",
     "RELAY_ICE_CLOUDFLARE_API_TOKEN": "a secret: secretKeyRef to ice.cloudflare.apiToken's Secret when "
                                       "ice.cloudflare.apiToken.mountAsFile is false",
+    "RELAY_ICE_CLOUDFLARE_CA_FILE": "points at the mounted bundle, <ice.cloudflare.caBundle.mountPath>/"
+                                    "<ice.cloudflare.caBundle.key>, when ice.cloudflare.caBundle.configMap is set",
 }
 
 # Objects whose contents are Kubernetes structures (or free maps) the chart passes through:
@@ -165,9 +167,9 @@ STRUCTURAL: dict[str, dict] = {
        for base in ("fcm.serviceAccount", "ice.turnSecret", "ice.cloudflare.apiToken")},
     **{f"{base}.mountPath": dict(ABS_PATH)
        for base in ("tracing.caBundle", "fcm.caBundle", "fcm.serviceAccount", "ice.turnSecret",
-                    "ice.cloudflare.apiToken", "adminApi.tcp.token")},
+                    "ice.cloudflare.apiToken", "ice.cloudflare.caBundle", "adminApi.tcp.token")},
     **{f"{base}.key": {"type": "string", "pattern": "^[^/]+$"}
-       for base in ("tracing.caBundle", "fcm.caBundle")},
+       for base in ("tracing.caBundle", "fcm.caBundle", "ice.cloudflare.caBundle")},
     "adminApi.socket.sizeLimit": {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|k|M|G)?$"},
     "adminApi.tcp.token.copyImage.repository": {"type": "string", "minLength": 1},
     "adminApi.tcp.token.copyImage.tag": {"type": "string"},

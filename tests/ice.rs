@@ -57,6 +57,7 @@ fn cloudflare(url: &str, token: &str, timeout: Duration) -> Cloudflare {
         api_token: Secret::new(token),
         url: url.into(),
         timeout,
+        ca_file: None,
     }
 }
 
@@ -501,8 +502,8 @@ async fn a_cloudflare_that_never_answers_is_502_after_the_timeout() {
 
 #[tokio::test]
 async fn https_is_spoken_and_an_untrusted_certificate_is_refused() {
-    // The relay trusts Mozilla's roots only (no CA variable for Cloudflare): the test CA's
-    // certificate is refused before any request is sent.
+    // Without RELAY_ICE_CLOUDFLARE_CA_FILE the relay trusts Mozilla's roots only: the test
+    // CA's certificate is refused before any request is sent.
     let pki = Pki::new();
     let mock = MockCloudflare::start(KEY_ID, TOKEN, Some(&pki))
         .await
@@ -511,6 +512,27 @@ async fn https_is_spoken_and_an_untrusted_certificate_is_refused() {
     let ice = Ice::new(&with_cloudflare(&mock.url())).unwrap();
     upstream(&ice).await;
     assert!(mock.received().is_empty());
+    // Another CA's bundle does not help either.
+    let other = Pki::new();
+    let mut s = with_cloudflare(&mock.url());
+    s.cloudflare.as_mut().unwrap().ca_file = Some(other.ca_file.clone());
+    upstream(&Ice::new(&s).unwrap()).await;
+    assert!(mock.received().is_empty());
+    // With the mock's CA as RELAY_ICE_CLOUDFLARE_CA_FILE (an egress proxy's, in production)
+    // the same request goes through over TLS.
+    let mut s = with_cloudflare(&mock.url());
+    s.cloudflare.as_mut().unwrap().ca_file = Some(pki.ca_file.clone());
+    let answer = Ice::new(&s)
+        .unwrap()
+        .servers(APP, MAILBOX, now_s())
+        .await
+        .unwrap();
+    assert_eq!(
+        answer["iceServers"][1]["urls"],
+        json!(TURN_URLS),
+        "{answer}"
+    );
+    assert_eq!(mock.received().len(), 1);
 }
 
 // ------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 //! The ICE extension ([`crate::mailbox::ice::Settings`]): the credentials' TTL, STUN URLs,
 //! coturn (URLs and shared secret, both or neither), Cloudflare Realtime TURN (key id and
-//! API token, both or neither) and Cloudflare's base URL.
+//! API token, both or neither), Cloudflare's base URL and extra trusted roots for it.
 
 use super::Reader;
 use crate::mailbox::ice::{Cloudflare, Coturn, IceUrl, Settings, UrlKind, CLOUDFLARE_TIMEOUT};
@@ -26,6 +26,7 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
         (_, Found::Invalid) => None,
     };
     let url = cloudflare_url(r);
+    let ca_file = r.ca_file("RELAY_ICE_CLOUDFLARE_CA_FILE");
     let key_id = r.set("RELAY_ICE_CLOUDFLARE_KEY_ID");
     if let Some(k) = &key_id {
         let ok = k.len() <= 256
@@ -60,6 +61,7 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
             api_token,
             url,
             timeout: CLOUDFLARE_TIMEOUT,
+            ca_file,
         }),
         (Some(_), Found::Absent) => {
             r.problem("RELAY_ICE_CLOUDFLARE_KEY_ID is set but RELAY_ICE_CLOUDFLARE_API_TOKEN and RELAY_ICE_CLOUDFLARE_API_TOKEN_FILE are not: Cloudflare's credentials API needs the key's API token; set one of them, or unset RELAY_ICE_CLOUDFLARE_KEY_ID".into());
@@ -213,6 +215,7 @@ mod tests {
 
     #[test]
     fn a_full_configuration_is_read() {
+        let pki = sealrelay_testkit::pki::Pki::new();
         let c = load(&[
             ("RELAY_ICE_TTL_S", "600"),
             (
@@ -227,6 +230,7 @@ mod tests {
             ("RELAY_ICE_CLOUDFLARE_KEY_ID", "0123abcd_KEY-id"),
             ("RELAY_ICE_CLOUDFLARE_API_TOKEN", "cf-hunter2"),
             ("RELAY_ICE_CLOUDFLARE_URL", "http://127.0.0.1:8787/"),
+            ("RELAY_ICE_CLOUDFLARE_CA_FILE", pki.ca_file.to_str().unwrap()),
         ])
         .unwrap();
         let ice = &c.ice;
@@ -245,6 +249,7 @@ mod tests {
         assert_eq!(cf.api_token.expose(), "cf-hunter2");
         assert_eq!(cf.url, "http://127.0.0.1:8787");
         assert_eq!(cf.timeout, super::CLOUDFLARE_TIMEOUT);
+        assert_eq!(cf.ca_file.as_deref(), Some(pki.ca_file.as_path()));
         let shown = format!("{c:?}");
         assert!(!shown.contains("hunter2"), "{shown}");
         // The default URL is Cloudflare's.
@@ -367,6 +372,7 @@ mod tests {
 
     #[test]
     fn malformed_values_name_the_variable() {
+        let not_pem = file("not a certificate\n");
         for (name, value, why) in [
             (
                 "RELAY_ICE_STUN_URLS",
@@ -415,6 +421,16 @@ mod tests {
                 "RELAY_ICE_CLOUDFLARE_URL",
                 "https://x .example",
                 "http:// or https://",
+            ),
+            (
+                "RELAY_ICE_CLOUDFLARE_CA_FILE",
+                "/nonexistent/ca.pem",
+                "cannot be read",
+            ),
+            (
+                "RELAY_ICE_CLOUDFLARE_CA_FILE",
+                not_pem.path().to_str().unwrap(),
+                "holds no PEM certificate",
             ),
         ] {
             let e = errors(&[(name, value)]);

@@ -73,6 +73,7 @@ vars! {
     "RELAY_ICE_CLOUDFLARE_API_TOKEN", None, "secret", "Cloudflare Realtime TURN API token. Mutually exclusive with RELAY_ICE_CLOUDFLARE_API_TOKEN_FILE.";
     "RELAY_ICE_CLOUDFLARE_API_TOKEN_FILE", None, "path", "File holding the Cloudflare API token (one trailing newline is removed).";
     "RELAY_ICE_CLOUDFLARE_URL", Some("https://rtc.live.cloudflare.com"), "url:http", "Base URL of Cloudflare's Realtime API (tests and proxies may stand in).";
+    "RELAY_ICE_CLOUDFLARE_CA_FILE", None, "path", "PEM file of extra trusted roots for Cloudflare's Realtime API (egress proxies, test mocks).";
     "RELAY_LOG_FORMAT", Some("json"), "enum:json|pretty", "json or pretty. Levels come from RUST_LOG (default info).";
     "RELAY_REPLICA_NAME", None, "string:1..253", "This replica's name in logs and traces; defaults to the host name (the pod name on Kubernetes).";
     "RELAY_SHUTDOWN_DELAY_S", Some("5"), "int:0..300", "After SIGTERM, keep serving this many seconds with /readyz at 503 so load balancers drain (0 to 300).";

@@ -177,6 +177,9 @@ pub struct Cloudflare {
     pub url: String,
     /// The request's deadline: [`CLOUDFLARE_TIMEOUT`] (not configurable; tests shorten it).
     pub timeout: Duration,
+    /// Extra trusted roots for the API (`RELAY_ICE_CLOUDFLARE_CA_FILE`: an egress proxy's
+    /// CA, a test mock's), beside the Mozilla roots.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// The ICE extension's settings, from `RELAY_ICE_*` (read by `config::ice`). `Debug` shows
@@ -407,7 +410,8 @@ impl CloudflareClient {
                 )
             })?;
         authorization.set_sensitive(true);
-        let tls = crate::push::tls::client_config(None, "RELAY_ICE_CLOUDFLARE_URL")?;
+        let tls =
+            crate::push::tls::client_config(c.ca_file.as_deref(), "RELAY_ICE_CLOUDFLARE_CA_FILE")?;
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
@@ -645,6 +649,7 @@ mod tests {
             api_token: Secret::new("t"),
             url: "https://rtc.live.cloudflare.com".into(),
             timeout: CLOUDFLARE_TIMEOUT,
+            ca_file: None,
         });
         assert!(s.has_provider());
     }
@@ -661,6 +666,7 @@ mod tests {
             api_token: Secret::new("cf-hunter2"),
             url: "http://127.0.0.1:9".into(),
             timeout: CLOUDFLARE_TIMEOUT,
+            ca_file: None,
         });
         let shown = format!("{s:?}");
         assert!(
@@ -690,6 +696,7 @@ mod tests {
                 api_token: Secret::new(token),
                 url: url.into(),
                 timeout: CLOUDFLARE_TIMEOUT,
+                ca_file: None,
             });
             Ice::new(&s).map(|_| ()).unwrap_err().to_string()
         };

@@ -369,6 +369,9 @@ container reads with envFrom. Values from .Values.env are applied last and win.
 {{- if $v.fcm.caBundle.configMap -}}
 {{- $_ := set $c "FCM_CA_FILE" (printf "%s/%s" (trimSuffix "/" $v.fcm.caBundle.mountPath) $v.fcm.caBundle.key) -}}
 {{- end -}}
+{{- if $v.ice.cloudflare.caBundle.configMap -}}
+{{- $_ := set $c "RELAY_ICE_CLOUDFLARE_CA_FILE" (printf "%s/%s" (trimSuffix "/" $v.ice.cloudflare.caBundle.mountPath) $v.ice.cloudflare.caBundle.key) -}}
+{{- end -}}
 {{- if and (include "sealrelay.secretRef" (list . $v.fcm.serviceAccount "FCM_SERVICE_ACCOUNT")) $v.fcm.serviceAccount.mountAsFile -}}
 {{- $_ := set $c "FCM_SERVICE_ACCOUNT_FILE" (printf "%s/%s" (trimSuffix "/" $v.fcm.serviceAccount.mountPath) $v.fcm.serviceAccount.fileName) -}}
 {{- end -}}
