@@ -142,6 +142,14 @@ async fn every_close_code() {
     send_binary(&mut p, vec![0u8; 64 * 1024 + 1]).await;
     assert_eq!(close_code(&mut p, WAIT).await, Some(1009));
     assert_eq!(next_text(&mut c, WAIT).await.as_deref(), Some("peer 0"));
+    // Also over tungstenite's read limit (1 MiB), which stops reading the frame part way.
+    let mut p = side(&m, "primary").await;
+    assert_eq!(next_text(&mut p, WAIT).await.as_deref(), Some("peer 1"));
+    assert_eq!(next_text(&mut c, WAIT).await.as_deref(), Some("peer 1"));
+    let _ = futures_util::SinkExt::send(&mut p, Message::Binary(vec![0u8; 2 * 1024 * 1024].into()))
+        .await;
+    assert_eq!(close_code(&mut p, WAIT).await, Some(1009));
+    assert_eq!(next_text(&mut c, WAIT).await.as_deref(), Some("peer 0"));
 
     // A second socket for a side replaces the first: 4000 replaced; the other side sees a
     // new peer.

@@ -49,6 +49,18 @@ pub const MAX_FRAME: usize = 64 * 1024;
 /// What tungstenite accepts before dropping a connection without a close frame: far above
 /// [`MAX_FRAME`], so a larger frame is read whole and answered with 1009.
 const READ_LIMIT: usize = 1024 * 1024;
+/// Whether a read failed because the message was over [`READ_LIMIT`].
+fn over_read_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(tungstenite::Error::Capacity(_)) = s.downcast_ref::<tungstenite::Error>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// How often a socket tells the other side it is still there.
 pub const BEAT: Duration = Duration::from_secs(5);
 /// A peer not heard from for this long is gone (checked every [`CHECK`], so no side stays
@@ -326,8 +338,12 @@ impl Session {
                         return End::Closed(UNSUPPORTED);
                     }
                     Some(Ok(Message::Close(_))) | None => return End::Left,
-                    // A broken connection, or a message over READ_LIMIT (which tungstenite
-                    // refuses without a close frame).
+                    // A message over READ_LIMIT: tungstenite stopped reading it, and the
+                    // close frame can still be written. Anything else broke the connection.
+                    Some(Err(e)) if over_read_limit(&e) => {
+                        close(socket, TOO_BIG, "frame too large").await;
+                        return End::Closed(TOO_BIG);
+                    }
                     Some(Err(_)) => return End::Left,
                 },
                 note = signals.recv() => {
