@@ -11,26 +11,29 @@
 //!    |      \       |        /
 //!    |        delivery/     (admit, push, settle one notification; the retry worker)
 //!    |        /      \
-//!    |   store/      push/   (state: memory | redis, queue, fan-out;  services: apns)
+//!    |   store/      push/   (state: memory | redis, queue, fan-out;  services: apns, fcm)
 //!    |      |           |
 //!    |   policy/        |    (pure: the device policy, GCRA)
 //!    |      \          /
-//!   leaves: device, metrics, secret, clock, telemetry
+//!   leaves: device, metrics, secret, clock, body, telemetry
 //! ```
 //!
 //! - [`v1`]: relay protocol v1 for cronstable daemons (`POST /`, the hosted pages);
 //! - `signed`: signed, idempotent pushes with receipts (`/v2/pushes`);
-//! - `mailbox`: the mailbox front-end (its issue fills it);
+//! - `mailbox`: mailboxes for apps: envelopes, watch and signal sockets, push modules, ICE
+//!   credentials (`/v1/<app>/mailbox/...`);
 //! - `admin`: the probes and metrics listener, and the admin API on its Unix socket (and
 //!   opt-in loopback TCP);
 //! - `delivery`: one alert from admission to settlement, and the retry worker; one
 //!   `Outcome` vocabulary for every way a request ends;
-//! - `push`: the `Push` trait and verdict classes; `push::apns` speaks APNs;
+//! - `push`: the `Push` trait and verdict classes; `push::apns` speaks APNs, `push::fcm`
+//!   FCM HTTP v1;
 //! - `store`: the state facade over `store::memory` and `store::redis` (the Lua next to the
 //!   Rust that loads it), the fenced retry queue, the fan-out seam;
 //! - `policy`: the delivery policy as pure functions of state, time and parameters;
 //! - [`config`]: start-up validation; components own their settings types and never import
 //!   it, so configuration depends on components and not the other way round;
+//! - `body`: request bodies read to a limit and a deadline, for every front-end;
 //! - `metrics` (names and record functions, importing nothing of the crate) and
 //!   [`telemetry`] (logs and traces, from its own settings).
 //!
@@ -50,6 +53,7 @@ pub mod telemetry;
 pub mod v1;
 
 pub(crate) mod admin;
+pub(crate) mod body;
 pub(crate) mod delivery;
 pub(crate) mod device;
 pub(crate) mod mailbox;

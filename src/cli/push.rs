@@ -64,23 +64,6 @@ fn random_hex(n: usize) -> String {
     crate::device::hex(&b)
 }
 
-/// A random (version 4) UUID, lowercase 8-4-4-4-12.
-pub fn uuid4() -> String {
-    let mut b = [0u8; 16];
-    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h = crate::device::hex(&b);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
-}
-
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -104,7 +87,10 @@ pub fn request(args: &Args, key: &PrivateKey, issued_at_ms: u64) -> Map<String, 
     m.insert("schemaVersion".into(), "2".into());
     m.insert(
         "requestId".into(),
-        args.request_id.clone().unwrap_or_else(uuid4).into(),
+        args.request_id
+            .clone()
+            .unwrap_or_else(crate::device::uuid4)
+            .into(),
     );
     if let Some(t) = &args.topic {
         m.insert("topic".into(), t.as_str().into());
@@ -289,11 +275,11 @@ mod tests {
     #[test]
     fn uuids_have_the_contracts_shape() {
         for _ in 0..100 {
-            let u = uuid4();
+            let u = crate::device::uuid4();
             assert!(crate::signed::request::is_request_id(&u), "{u}");
             assert_eq!(&u[14..15], "4");
         }
-        assert_ne!(uuid4(), uuid4());
+        assert_ne!(crate::device::uuid4(), crate::device::uuid4());
     }
 
     #[test]

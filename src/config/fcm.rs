@@ -66,21 +66,8 @@ fn base_url(r: &mut Reader<'_>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Config, ConfigErrors};
+    use crate::config::tests::{errors, load};
     use sealrelay_testkit::mock_fcm::{FIXTURE_RSA_OTHER_PEM, FIXTURE_RSA_PEM};
-    use std::collections::HashMap;
-
-    fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigErrors> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Config::load(&move |k: &str| map.get(k).cloned())
-    }
-
-    fn errors(pairs: &[(&str, &str)]) -> String {
-        load(pairs).unwrap_err().to_string()
-    }
 
     fn account(overrides: &[(&str, serde_json::Value)], remove: &[&str]) -> String {
         let mut v = serde_json::json!({

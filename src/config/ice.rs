@@ -182,22 +182,9 @@ fn cloudflare_url(r: &mut Reader<'_>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
     use std::io::Write;
 
-    use crate::config::{Config, ConfigErrors};
-
-    fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigErrors> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        Config::load(&move |k: &str| map.get(k).cloned())
-    }
-
-    fn errors(pairs: &[(&str, &str)]) -> String {
-        load(pairs).unwrap_err().to_string()
-    }
+    use crate::config::tests::{errors, load};
 
     fn file(text: &str) -> tempfile::NamedTempFile {
         let mut f = tempfile::NamedTempFile::new().unwrap();

@@ -7,7 +7,8 @@ use crate::policy::Policy;
 
 use std::collections::HashMap;
 
-fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigErrors> {
+/// The configuration these variables give (shared by the sections' own tests).
+pub(super) fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigErrors> {
     let map: HashMap<String, String> = pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -15,7 +16,8 @@ fn load(pairs: &[(&str, &str)]) -> Result<Config, ConfigErrors> {
     Config::load(&move |k: &str| map.get(k).cloned())
 }
 
-fn errors(pairs: &[(&str, &str)]) -> String {
+/// Every problem these variables give, as start-up prints them.
+pub(super) fn errors(pairs: &[(&str, &str)]) -> String {
     load(pairs).unwrap_err().to_string()
 }
 

@@ -24,6 +24,7 @@ use super::error::MailboxError;
 use super::path::{self, Route};
 use super::push::{self, Notify};
 use super::{App, Mailboxes};
+use crate::body::BodyError;
 use crate::metrics;
 use crate::store::mailbox::{Answer, Dir, Name, Op, PushDecision};
 
@@ -303,27 +304,12 @@ async fn get(m: &Mailboxes, name: &Name, dir: Dir, seq: u64, req: Request) -> Re
 
 /// Reads a body of at most `max` bytes within the body timeout.
 async fn body(req: Request, max: usize) -> Result<Bytes, MailboxError> {
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max as u64) {
-        return Err(MailboxError::TooLarge);
-    }
-    match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(req.into_body(), max)).await {
-        Err(_) => Err(MailboxError::BadRequest),
-        Ok(Ok(b)) => Ok(b),
-        Ok(Err(e)) => {
-            let too_large = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            Err(if too_large {
-                MailboxError::TooLarge
-            } else {
-                MailboxError::BadRequest
-            })
-        }
-    }
+    crate::body::read(req, max, BODY_TIMEOUT)
+        .await
+        .map_err(|e| match e {
+            BodyError::TooLarge => MailboxError::TooLarge,
+            BodyError::TimedOut | BodyError::Unreadable => MailboxError::BadRequest,
+        })
 }
 
 async fn put(

@@ -29,7 +29,6 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
-use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Map, Value};
 
 use crate::secret::Secret;
@@ -410,16 +409,11 @@ impl CloudflareClient {
                 )
             })?;
         authorization.set_sensitive(true);
-        let tls =
-            crate::push::tls::client_config(c.ca_file.as_deref(), "RELAY_ICE_CLOUDFLARE_CA_FILE")?;
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .build();
         Ok(Self {
-            http: Client::builder(TokioExecutor::new()).build(connector),
+            http: crate::push::tls::http_client(
+                c.ca_file.as_deref(),
+                "RELAY_ICE_CLOUDFLARE_CA_FILE",
+            )?,
             uri,
             authorization,
             body: Bytes::from(json!({ "ttl": ttl_s }).to_string()),

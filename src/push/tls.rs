@@ -32,3 +32,31 @@ pub fn client_config(ca_file: Option<&Path>, var: &str) -> anyhow::Result<rustls
         .with_root_certificates(roots)
         .with_no_client_auth())
 }
+
+/// A pooled client over [`client_config`] for a base URL that may be https or http (test
+/// mocks), speaking HTTP/1.1 or HTTP/2 as ALPN decides: the ICE provider's API and trace
+/// export. (APNs and FCM tune their own HTTP/2 connections.)
+pub fn http_client<B>(
+    ca_file: Option<&Path>,
+    var: &str,
+) -> anyhow::Result<
+    hyper_util::client::legacy::Client<
+        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+        B,
+    >,
+>
+where
+    B: hyper::body::Body + Send,
+    B::Data: Send,
+{
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(client_config(ca_file, var)?)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .build();
+    Ok(
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(connector),
+    )
+}

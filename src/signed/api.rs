@@ -29,6 +29,7 @@ use super::receipt;
 use super::request::{SignedPush, MAX_BODY_BYTES};
 use super::sig::{self, ReadAuthorization};
 use super::signers::{Known, Signers};
+use crate::body::BodyError;
 use crate::delivery::{Context, Delivery};
 use crate::metrics;
 use crate::store::receipts::{Begun, Event, EventKind, Receipt, Update};
@@ -162,29 +163,13 @@ fn verified(r: Result<(), sig::SigError>) -> Result<(), ApiError> {
 }
 
 async fn accept(s: &Arc<Signed>, req: Request) -> Result<(&'static str, Response), ApiError> {
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return Err(ApiError::too_large(MAX_BODY_BYTES));
-    }
-    let body = tokio::time::timeout(
-        s.settings.body_timeout,
-        axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES),
-    )
-    .await
-    .map_err(|_| ApiError::invalid("the body did not arrive in time"))?
-    .map_err(|e| {
-        let too_large = std::error::Error::source(&e)
-            .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-        if too_large {
-            ApiError::too_large(MAX_BODY_BYTES)
-        } else {
-            ApiError::invalid("the body could not be read")
-        }
-    })?;
+    let body = crate::body::read(req, MAX_BODY_BYTES, s.settings.body_timeout)
+        .await
+        .map_err(|e| match e {
+            BodyError::TooLarge => ApiError::too_large(MAX_BODY_BYTES),
+            BodyError::TimedOut => ApiError::invalid("the body did not arrive in time"),
+            BodyError::Unreadable => ApiError::invalid("the body could not be read"),
+        })?;
     let push = SignedPush::parse(&body, s.settings.max_ciphertext_chars)
         .map_err(|e| ApiError::invalid(e.message()))?;
     let id = push.request_id().to_owned();

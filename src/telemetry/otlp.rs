@@ -11,7 +11,6 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use opentelemetry_http::{HttpClient, HttpError, Request, Response};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
@@ -35,15 +34,8 @@ impl HyperClient {
     /// A client trusting Mozilla's roots plus the PEM certificates of `ca_file`
     /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`); must be called inside the runtime.
     pub(crate) fn new(ca_file: Option<&std::path::Path>) -> anyhow::Result<Self> {
-        let tls = crate::push::tls::client_config(ca_file, "OTEL_EXPORTER_OTLP_CERTIFICATE")?;
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .build();
         Ok(Self {
-            http: Client::builder(TokioExecutor::new()).build(connector),
+            http: crate::push::tls::http_client(ca_file, "OTEL_EXPORTER_OTLP_CERTIFICATE")?,
             runtime: tokio::runtime::Handle::try_current()
                 .map_err(|e| anyhow::anyhow!("trace export needs the runtime: {e}"))?,
         })

@@ -7,44 +7,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::to_bytes;
 use axum::extract::{Request, State};
-use axum::http::header;
 use axum::response::Response;
 use tracing::Instrument;
 
 use super::envelope::{self, Alert, MAX_BODY_BYTES};
 use super::{respond, V1};
+use crate::body::{self, BodyError};
 use crate::delivery::Outcome;
-
-/// Why a body could not be read.
-enum BodyError {
-    TooLarge,
-    Unreadable,
-}
-
-async fn read_body(req: Request) -> Result<axum::body::Bytes, BodyError> {
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return Err(BodyError::TooLarge);
-    }
-    match to_bytes(req.into_body(), MAX_BODY_BYTES).await {
-        Ok(b) => Ok(b),
-        Err(e) => {
-            let too_large = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            Err(if too_large {
-                BodyError::TooLarge
-            } else {
-                BodyError::Unreadable
-            })
-        }
-    }
-}
 
 /// Any method but GET, HEAD and POST on `/`.
 pub(crate) async fn method_not_allowed(State(v1): State<Arc<V1>>) -> Response {
@@ -136,11 +106,11 @@ async fn handle(v1: &V1, req: Request, public: bool) -> (Outcome, Option<Alert>)
             return (Outcome::ClientRateLimited { retry_after_s }, None);
         }
     }
-    let body = match tokio::time::timeout(v1.settings.body_timeout, read_body(req)).await {
-        Err(_) => return (Outcome::Timeout, None),
-        Ok(Err(BodyError::TooLarge)) => return (Outcome::TooLarge, None),
-        Ok(Err(BodyError::Unreadable)) => return (Outcome::Unreadable, None),
-        Ok(Ok(b)) => b,
+    let body = match body::read(req, MAX_BODY_BYTES, v1.settings.body_timeout).await {
+        Err(BodyError::TimedOut) => return (Outcome::Timeout, None),
+        Err(BodyError::TooLarge) => return (Outcome::TooLarge, None),
+        Err(BodyError::Unreadable) => return (Outcome::Unreadable, None),
+        Ok(b) => b,
     };
     let alert = match envelope::parse(&body, v1.settings.max_ciphertext_chars) {
         Ok(a) => a,

@@ -60,22 +60,6 @@ pub fn payload(notify: Notify, tag: &str, alert: &str) -> String {
     }
 }
 
-fn random_id() -> String {
-    let mut b = [0u8; 16];
-    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h = crate::device::hex(&b);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..]
-    )
-}
-
 impl Module for ApnsModule {
     fn service(&self) -> &'static str {
         "apns"
@@ -136,7 +120,7 @@ impl Module for ApnsModule {
             };
             let message = Message {
                 device,
-                id: random_id(),
+                id: crate::device::uuid4(),
                 topic: Some(topic.to_owned()),
                 kind,
                 priority,
