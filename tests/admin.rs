@@ -394,3 +394,43 @@ async fn the_three_v1_intake_modes() {
         .await;
     assert_eq!(resp.status, 201, "{}", resp.body);
 }
+
+/// A small-order public key (here the identity, `01 00..00`) is refused at enrolment with a
+/// 400 that says why, nothing is enrolled, and a push "signed" with the signature that
+/// verifies under that key for every message (`01 00..00 || 00..00`) is refused as from an
+/// unknown signer and reaches no device.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_order_key_is_refused_and_cannot_forge_a_push() {
+    use base64::Engine as _;
+    let r = SignedRelay::start(Options::default()).await;
+    let mut identity = [0u8; 32];
+    identity[0] = 1;
+    let weak = base64::engine::general_purpose::STANDARD.encode(identity);
+    let (status, v) = r
+        .admin_call(
+            "PUT",
+            "/admin/v1/signers/ed25519:forger",
+            Some(json!({"publicKey": weak, "topics": [TOPIC]})),
+        )
+        .await;
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v.to_string().contains("weak or non-canonical Ed25519 key"),
+        "{v}"
+    );
+    let (status, v) = r.admin_call("GET", "/admin/v1/signers", None).await;
+    assert_eq!((status, v), (200, json!({"signers": []})));
+
+    let forger = Signer::new("forger");
+    let now = sealrelay::clock::Clock::System.now_ms();
+    let mut request = forger.request(&rid(1), &[device(1)], now);
+    let mut signature = [0u8; 64];
+    signature[0] = 1;
+    request.insert(
+        "signature".to_owned(),
+        json!(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(signature)),
+    );
+    let resp = r.push(&serde_json::Value::Object(request)).await;
+    assert_eq!(resp.status, 403, "{}", resp.body);
+    assert!(r.h.prod.received().is_empty());
+}

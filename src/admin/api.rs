@@ -30,7 +30,7 @@ use crate::clock::Clock;
 use crate::signed::abandoned::Abandonment;
 use crate::signed::error::ApiError;
 use crate::signed::request::is_valid_topic;
-use crate::signed::sig::{is_valid_key_id, PublicKey};
+use crate::signed::sig::{is_valid_key_id, KeyError, PublicKey};
 use crate::signed::signers::Signers;
 use crate::store::signers::{Enrolled, Signer};
 use crate::store::{Store, StoreError};
@@ -144,13 +144,16 @@ fn enrolment(body: &[u8]) -> Result<Enrolment, ApiError> {
             "unknown member {name:?}: {SHAPE}"
         )));
     }
-    let public_key =
-        match o.get("publicKey") {
-            Some(Value::String(k)) if PublicKey::from_base64(k).is_ok() => k.clone(),
-            _ => return Err(ApiError::invalid(
-                "publicKey must be standard base64 (with padding) of a 32-byte Ed25519 public key",
-            )),
-        };
+    const KEY_SHAPE: &str =
+        "publicKey must be standard base64 (with padding) of a 32-byte Ed25519 public key";
+    let public_key = match o.get("publicKey") {
+        Some(Value::String(k)) => match PublicKey::from_base64(k) {
+            Ok(_) => k.clone(),
+            Err(e @ KeyError::PublicKeyWeak) => return Err(ApiError::invalid(e.to_string())),
+            Err(_) => return Err(ApiError::invalid(KEY_SHAPE)),
+        },
+        _ => return Err(ApiError::invalid(KEY_SHAPE)),
+    };
     let topics: Vec<String> = match o.get("topics") {
         Some(Value::Array(a)) if (1..=MAX_TOPICS).contains(&a.len()) => a
             .iter()

@@ -92,6 +92,12 @@ pub enum KeyError {
     /// `publicKey` decodes to the wrong length.
     #[error("publicKey must be 32 bytes, not {0}")]
     PublicKeyLength(usize),
+    /// `publicKey` is a point of small order, or an encoding no key generator writes. Under
+    /// a small-order key a signature can be made without any private key (under `01 00..00`,
+    /// `01 00..00 || 00..00` verifies for every message), and ring's verifier does not
+    /// refuse such keys, so enrolment must.
+    #[error("publicKey is a weak or non-canonical Ed25519 key (a point of small order, or y not below 2^255-19); generate a key with `sealrelay keygen`")]
+    PublicKeyWeak,
     /// No PEM block of the right label.
     #[error("no -----BEGIN PRIVATE KEY----- block (a PKCS#8 PEM file) found")]
     PemMissing,
@@ -120,14 +126,18 @@ pub fn is_valid_key_id(key_id: &str) -> bool {
 pub struct PublicKey([u8; PUBLIC_KEY_LEN]);
 
 impl PublicKey {
-    /// Parses the enrolment form: standard base64 with padding of 32 bytes (44 characters).
+    /// Parses the enrolment form: standard base64 with padding of 32 bytes (44 characters),
+    /// a canonical encoding of a point that is not of small order.
     pub fn from_base64(text: &str) -> Result<Self, KeyError> {
         let bytes = b64::decode_std(text).map_err(|_| KeyError::PublicKeyNotBase64)?;
         let len = bytes.len();
-        bytes
+        let bytes: [u8; PUBLIC_KEY_LEN] = bytes
             .try_into()
-            .map(PublicKey)
-            .map_err(|_| KeyError::PublicKeyLength(len))
+            .map_err(|_| KeyError::PublicKeyLength(len))?;
+        if is_weak_encoding(&bytes) {
+            return Err(KeyError::PublicKeyWeak);
+        }
+        Ok(PublicKey(bytes))
     }
 
     /// From the raw 32 bytes.
@@ -151,6 +161,45 @@ impl PublicKey {
             .verify(message, signature)
             .map_err(|_| SigError::Mismatch)
     }
+}
+
+/// The y-coordinates (little-endian, sign bit clear) of the eight points of order dividing 8:
+/// 0 (order 4), 1 (the identity), p - 1 (order 2) and the two of the order-8 points. Every
+/// point with one of these y is of small order, whichever its sign bit.
+const SMALL_ORDER_Y: [[u8; 32]; 5] = [
+    [0; 32],
+    {
+        let mut y = [0; 32];
+        y[0] = 1;
+        y
+    },
+    {
+        let mut y = [0xff; 32];
+        y[0] = 0xec;
+        y[31] = 0x7f;
+        y
+    },
+    [
+        0x26, 0xe8, 0x95, 0x8f, 0xc2, 0xb2, 0x27, 0xb0, 0x45, 0xc3, 0xf4, 0x89, 0xf2, 0xef, 0x98,
+        0xf0, 0xd5, 0xdf, 0xac, 0x05, 0xd3, 0xc6, 0x33, 0x39, 0xb1, 0x38, 0x02, 0x88, 0x6d, 0x53,
+        0xfc, 0x05,
+    ],
+    [
+        0xc7, 0x17, 0x6a, 0x70, 0x3d, 0x4d, 0xd8, 0x4f, 0xba, 0x3c, 0x0b, 0x76, 0x0d, 0x10, 0x67,
+        0x0f, 0x2a, 0x20, 0x53, 0xfa, 0x2c, 0x39, 0xcc, 0xc6, 0x4e, 0xc7, 0xfd, 0x77, 0x92, 0xac,
+        0x03, 0x7a,
+    ],
+];
+
+/// Whether `key` encodes a point of small order, or its y is not reduced below
+/// p = 2^255 - 19 (an encoding no generator writes; y = p and y = p + 1 are small-order
+/// points in disguise).
+fn is_weak_encoding(key: &[u8; PUBLIC_KEY_LEN]) -> bool {
+    let mut y = *key;
+    y[31] &= 0x7f;
+    // y >= p: the top 31 bytes are all ones (bits 8..254) and the low byte is at least 0xed.
+    let non_canonical = y[1..31].iter().all(|&b| b == 0xff) && y[31] == 0x7f && y[0] >= 0xed;
+    non_canonical || SMALL_ORDER_Y.contains(&y)
 }
 
 impl fmt::Debug for PublicKey {
@@ -185,6 +234,9 @@ const PEM_END: &str = "-----END PRIVATE KEY-----";
 pub struct PrivateKey {
     pair: Ed25519KeyPair,
     pkcs8: Vec<u8>,
+    /// Where in `pkcs8` the 32-byte seed is: found, and checked to give the same key pair,
+    /// when the document is loaded, so the v1 form written from it is this key.
+    seed: std::ops::Range<usize>,
 }
 
 impl PrivateKey {
@@ -199,9 +251,18 @@ impl PrivateKey {
     pub fn from_pkcs8_der(der: &[u8]) -> Result<Self, KeyError> {
         let pair = Ed25519KeyPair::from_pkcs8_maybe_unchecked(der)
             .map_err(|e| KeyError::Pkcs8(e.to_string()))?;
+        let no_seed = || KeyError::Pkcs8("no 32-byte seed this reader can find".to_owned());
+        let seed = ed25519_seed(der).ok_or_else(no_seed)?;
+        let same = Ed25519KeyPair::from_seed_unchecked(seed)
+            .is_ok_and(|p| p.public_key().as_ref() == pair.public_key().as_ref());
+        if !same {
+            return Err(no_seed());
+        }
+        let start = seed.as_ptr() as usize - der.as_ptr() as usize;
         Ok(PrivateKey {
             pair,
             pkcs8: der.to_vec(),
+            seed: start..start + seed.len(),
         })
     }
 
@@ -245,8 +306,7 @@ impl PrivateKey {
     pub fn to_pem_v1(&self) -> String {
         let mut der = Vec::with_capacity(PKCS8_V1_PREFIX.len() + 32);
         der.extend_from_slice(&PKCS8_V1_PREFIX);
-        // ring accepted the document as Ed25519 PKCS#8, so the seed is there.
-        der.extend_from_slice(ed25519_seed(&self.pkcs8).unwrap_or(&[0; 32]));
+        der.extend_from_slice(&self.pkcs8[self.seed.clone()]);
         let text = pem(&der);
         wipe(&mut der);
         text

@@ -770,3 +770,90 @@ proptest! {
         prop_assert_eq!(fresh, (-300_000..=30_000).contains(&delta));
     }
 }
+
+/// The eight points of order dividing 8, canonically encoded (computed from the curve
+/// equation: `L * P` for random points `P`, where `L` is the prime group order).
+const TORSION: [&str; 8] = [
+    "0000000000000000000000000000000000000000000000000000000000000000",
+    "0000000000000000000000000000000000000000000000000000000000000080",
+    "0100000000000000000000000000000000000000000000000000000000000000",
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05",
+    "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc85",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+    "c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac03fa",
+    "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
+];
+
+fn hex32(text: &str) -> [u8; 32] {
+    core::array::from_fn(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).unwrap())
+}
+
+#[test]
+fn small_order_keys_forge_signatures_under_ring() {
+    // Why enrolment must refuse them: under each small-order key A, a signature R || 0 with
+    // R a small-order point verifies for a share of all messages, no private key involved
+    // ([0]B = R + [k]A holds whenever [k]A = -R). Under the identity it is every message.
+    let identity = PublicKey::from_bytes(hex32(TORSION[2]));
+    let mut forged = [0u8; 64];
+    forged[0] = 1;
+    for message in [&b"any"[..], b"push", b""] {
+        assert_eq!(identity.verify(message, &forged), Ok(()));
+    }
+    for key in TORSION {
+        let key = PublicKey::from_bytes(hex32(key));
+        let forgeries = (0u32..64)
+            .filter(|m| {
+                TORSION.iter().any(|r| {
+                    let mut sig = [0u8; 64];
+                    sig[..32].copy_from_slice(&hex32(r));
+                    key.verify(&m.to_be_bytes(), &sig).is_ok()
+                })
+            })
+            .count();
+        assert!(forgeries > 0, "{key:?} admitted no forgery in 64 messages");
+    }
+}
+
+#[test]
+fn enrolment_refuses_weak_and_non_canonical_keys() {
+    let b64 = |bytes: &[u8; 32]| super::super::b64::encode_std(bytes);
+    let mut cases: Vec<(String, [u8; 32])> = TORSION
+        .iter()
+        .map(|t| (format!("small order {t}"), hex32(t)))
+        .collect();
+    // The same y with the sign bit flipped: the negated point, or (x = 0) a non-canonical
+    // encoding of the same one.
+    for t in TORSION {
+        let mut flipped = hex32(t);
+        flipped[31] ^= 0x80;
+        cases.push((format!("small order, sign flipped {t}"), flipped));
+    }
+    // y from p = 2^255 - 19 to 2^255 - 1, with either sign bit: not reduced.
+    for low in 0xed..=0xff_u8 {
+        for sign in [0, 0x80] {
+            let mut y = [0xff; 32];
+            y[0] = low;
+            y[31] = 0x7f | sign;
+            cases.push((format!("y = p + {}, sign {sign:#x}", low - 0xed), y));
+        }
+    }
+    for (name, bytes) in &cases {
+        assert_eq!(
+            PublicKey::from_base64(&b64(bytes)),
+            Err(KeyError::PublicKeyWeak),
+            "{name}"
+        );
+    }
+    // p - 2 (the largest canonical y that is not p - 1) and real keys pass.
+    let mut below = [0xff; 32];
+    below[0] = 0xeb;
+    below[31] = 0x7f;
+    assert!(PublicKey::from_base64(&b64(&below)).is_ok());
+    for _ in 0..200 {
+        let key = PrivateKey::generate().unwrap().public_key();
+        assert_eq!(PublicKey::from_base64(&key.to_base64()), Ok(key));
+    }
+    assert!(KeyError::PublicKeyWeak
+        .to_string()
+        .contains("sealrelay keygen"));
+}
