@@ -54,5 +54,11 @@ if ! cargo nextest --version 2>/dev/null | grep -q "^cargo-nextest $NEXTEST_VERS
   cargo install --locked cargo-nextest --version "$NEXTEST_VERSION"
 fi
 
+# The operator's view: every dashboard panel queried through a real Prometheus scraping a
+# live relay under a short load (about 40 s), and a screenshot of it (kept under target/ here;
+# docs/screenshots/dashboard.png is refreshed by running the script without CHECK_DASHBOARD_OUT).
+log "scripts/check-dashboard.sh"
+CHECK_DASHBOARD_OUT="${CHECK_DASHBOARD_OUT:-$PWD/target/dashboard.png}" scripts/check-dashboard.sh
+
 log "cargo nextest run"
 cargo nextest run --workspace --locked --profile ci --run-ignored all "$@"

@@ -133,6 +133,20 @@ const SIGNED_CODES: &[(&str, &str)] = &[
     ("events", "ok"),
 ];
 
+/// The signed API's routes, in the order of [`SIGNED_CODES`] (each once).
+fn signed_routes() -> impl Iterator<Item = &'static str> {
+    SIGNED_CODES
+        .iter()
+        .enumerate()
+        .filter(|(i, (route, _))| !SIGNED_CODES[..*i].iter().any(|(r, _)| r == route))
+        .map(|(_, (route, _))| *route)
+}
+
+/// The statuses the admin API answers (200 and 201 served, 400 a bad body, 401 a TCP request
+/// without the token, 403 a socket peer of another user, 404 an unknown path or signer, 503
+/// the store not answering), registered at zero for every transport.
+const ADMIN_STATUSES: &[&str] = &["200", "201", "400", "401", "403", "404", "503"];
+
 /// APNs environments, as labelled.
 pub const ENVIRONMENTS: &[&str] = &["production", "sandbox"];
 /// Retry results, as labelled.
@@ -190,6 +204,9 @@ pub fn register_known(intake: &[(&'static str, &'static str)], store_ops: &[&'st
     for (route, code) in SIGNED_CODES {
         counter!(SIGNED_REQUESTS, "route" => *route, "code" => *code).absolute(0);
     }
+    for route in signed_routes() {
+        let _ = histogram!(SIGNED_DURATION, "route" => route);
+    }
     for k in ["receipt", "events", "admin"] {
         counter!(RECEIPT_READS, "kind" => k).absolute(0);
     }
@@ -205,6 +222,25 @@ pub fn register_known(intake: &[(&'static str, &'static str)], store_ops: &[&'st
     for scope in ["shared", "local"] {
         gauge!(RETRY_QUEUE_DEPTH, "scope" => scope).set(0.0);
         gauge!(RETRY_QUEUE_OLDEST_AGE, "scope" => scope).set(0.0);
+    }
+}
+
+/// Registers at zero the series whose label values the caller's types own: every receipt
+/// `state` a signed target's first outcome is counted under, and every admin API
+/// `transport` with each of [`ADMIN_STATUSES`]. (The signed routes' duration histograms are
+/// registered by [`register_known`]: a registered histogram renders its buckets, sum and
+/// count at zero before its first observation.)
+pub fn register_front_ends(
+    target_states: impl IntoIterator<Item = &'static str>,
+    admin_transports: impl IntoIterator<Item = &'static str>,
+) {
+    for state in target_states {
+        counter!(SIGNED_TARGETS, "state" => state).absolute(0);
+    }
+    for transport in admin_transports {
+        for status in ADMIN_STATUSES {
+            counter!(ADMIN_REQUESTS, "transport" => transport, "status" => *status).absolute(0);
+        }
     }
 }
 

@@ -35,6 +35,9 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// Every transport, for the metrics registered at start-up.
+    pub const ALL: [Transport; 2] = [Transport::Socket, Transport::Tcp];
+
     /// The metric label.
     pub fn label(self) -> &'static str {
         match self {

@@ -146,6 +146,10 @@ impl App {
     /// Builds the relay from a validated configuration.
     pub fn build(cfg: Config, clock: Clock) -> anyhow::Result<Self> {
         crate::metrics::register_known(crate::delivery::outcome::LABELS, crate::store::OPS);
+        crate::metrics::register_front_ends(
+            crate::store::receipts::STATES.iter().map(|s| s.as_str()),
+            transport::Transport::ALL.map(transport::Transport::label),
+        );
         let store = Arc::new(build_store(&cfg)?);
         let apns: Option<Arc<ApnsClient>> = match &cfg.delivery {
             // Apple checks the provider token's `iat` against real time, so the client signs
