@@ -6,6 +6,7 @@
 //!   the service account's RS256 assertions and the message shape;
 //! - [`pki`]: a throwaway CA with a server certificate for 127.0.0.1, and APNs-style keys;
 //! - [`redis`]: a real `redis-server`, or a three-master Redis Cluster, on ports it holds;
+//! - [`sentinel`]: a primary, its replica and sentinels (`redis-server --sentinel`);
 //! - [`process`]: a child process whose output is read line by line, stopped by its id;
 //! - [`otlp`]: an OTLP/HTTP trace receiver, plain or over TLS;
 //! - [`coturn`]: a real `turnserver` with the TURN REST scheme, and coturn's own client;
@@ -26,3 +27,4 @@ pub mod otlp;
 pub mod pki;
 pub mod process;
 pub mod redis;
+pub mod sentinel;

@@ -15,6 +15,7 @@ pub mod fanout;
 pub mod mailbox;
 pub mod policy;
 pub mod queue;
+mod sentinel;
 pub mod signed;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -80,7 +81,7 @@ impl RedisStore {
         // first attempt); commands meanwhile fail after the command timeout.
         config.fail_fast = false;
         let timeout = settings.timeout;
-        let pool = Builder::from_config(config)
+        let pool = Builder::from_config(config.clone())
             .with_performance_config(|p| {
                 p.default_command_timeout = timeout;
             })
@@ -94,6 +95,7 @@ impl RedisStore {
             .map_err(|e| anyhow::anyhow!("Redis client: {}", e.details()))?;
         let connected = Arc::new(AtomicBool::new(false));
         let _ = pool.connect_pool();
+        sentinel::watch(&config, &pool);
         {
             let pool = pool.clone();
             let connected = connected.clone();
