@@ -2,18 +2,28 @@
 #
 # sealrelay container image.
 #
-#   docker build -t sealrelay:dev --build-arg GIT_SHA="$(git rev-parse HEAD)" .
+#   docker build -t sealrelay:dev \
+#     --build-arg VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)" \
+#     --build-arg GIT_SHA="$(git rev-parse HEAD)" .
 #
 # Stage 1 compiles a release binary against the committed Cargo.lock (--locked), caching the
-# dependency build in its own layer so that editing src/ does not recompile every crate.
-# Stage 2 is distroless (glibc, libgcc, CA certificates, no shell, no package manager) and
-# runs as the unprivileged "nonroot" user (65532). The process writes nothing to disk, so
-# it runs with a read-only root filesystem.
+# dependency build in its own layer so that editing src/ does not recompile every crate, then
+# assembles the image's root in /rootfs: the stripped binary, exactly the shared libraries
+# ldd names for it, the CA roots (read for rediss:// by the Redis client; everything else
+# uses the webpki roots compiled in), /etc/passwd and /etc/group with the user sealrelay
+# (65532), and /run/sealrelay (the admin socket's default directory) owned by it.
+# Stage 2 is `FROM scratch` with that root and nothing else: no shell, no package manager.
+# The process writes nothing to disk but the admin socket, so it runs with a read-only root
+# filesystem (the Helm chart mounts an emptyDir at the socket's directory).
+# scripts/build-image.sh builds the same layout offline with podman; scripts/check-image.sh
+# checks it file by file. docs/image.md has the list.
 
-ARG RUST_VERSION=1.95
-ARG DEBIAN_RELEASE=bookworm
-
-FROM rust:${RUST_VERSION}-slim-${DEBIAN_RELEASE} AS build
+# The builder, pinned by digest (a tag can be re-pushed, a digest cannot). The digest is the
+# one published for docker.io/library/rust:1.95.0-slim-bookworm, the toolchain the project is
+# built and tested with (Cargo.toml's rust-version, 1.88, is the oldest the locked crates
+# accept). Bump tag and digest together: docker buildx imagetools inspect <tag>.
+FROM rust:1.95.0-slim-bookworm@sha256:d7482085ff5b415f84dba5647ae71606650bdef00db7aeb69f4b3d170c3e4082 AS build
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 WORKDIR /build
 ENV CARGO_TERM_COLOR=never \
     CARGO_INCREMENTAL=0 \
@@ -40,24 +50,41 @@ RUN mkdir -p src crates/testkit/src crates/bench/src/bin \
 # (COPY keeps source mtimes, which may be older than the stub's build).
 COPY src ./src
 # Build metadata, declared late so that changing it does not invalidate the dependency layer.
-# Reported by the sealrelay_build_info{version,git_sha} metric.
+# GIT_SHA is reported by the sealrelay_build_info{version,git_sha} metric. VERSION, when
+# given (the release workflow passes Cargo.toml's), must equal Cargo.toml's version: the
+# binary always reports that one, and the label must not say otherwise.
 ARG GIT_SHA=unknown
+ARG VERSION=""
 ENV SEALRELAY_GIT_SHA=${GIT_SHA}
 RUN cargo build --release --locked -p sealrelay \
-    && install -D -m 0755 target/release/sealrelay /out/sealrelay \
-    && /out/sealrelay --version
+    && cargo_version="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)" \
+    && if [ -n "$VERSION" ] && [ "$VERSION" != "$cargo_version" ]; then \
+         echo "VERSION=$VERSION but Cargo.toml says $cargo_version" >&2; exit 1; fi \
+    && install -D -m 0755 target/release/sealrelay /rootfs/usr/local/bin/sealrelay \
+    && strip --strip-all /rootfs/usr/local/bin/sealrelay \
+    && /rootfs/usr/local/bin/sealrelay --version \
+    && libs="$(ldd /rootfs/usr/local/bin/sealrelay | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)" \
+    && test -n "$libs" \
+    && for lib in $libs; do install -D -m 0755 "$(readlink -f "$lib")" "/rootfs$lib"; done \
+    && install -D -m 0644 /etc/ssl/certs/ca-certificates.crt /rootfs/etc/ssl/certs/ca-certificates.crt \
+    && printf 'root:x:0:0:root:/root:/sbin/nologin\nsealrelay:x:65532:65532:sealrelay:/nonexistent:/sbin/nologin\n' > /rootfs/etc/passwd \
+    && printf 'root:x:0:\nsealrelay:x:65532:\n' > /rootfs/etc/group \
+    && chmod 0644 /rootfs/etc/passwd /rootfs/etc/group \
+    && install -d -m 0755 /rootfs/run \
+    && install -d -m 0700 /rootfs-run/sealrelay
 
-FROM gcr.io/distroless/cc-debian12:nonroot AS runtime
+FROM scratch AS runtime
 ARG GIT_SHA=unknown
-ARG VERSION=0.1.0
+ARG VERSION=""
+COPY --from=build /rootfs/ /
+COPY --from=build --chown=65532:65532 /rootfs-run/ /run/
 LABEL org.opencontainers.image.title="sealrelay" \
       org.opencontainers.image.description="Push relay: forwards sealed alert ciphertexts to APNs" \
       org.opencontainers.image.source="https://github.com/sealrelay/sealrelay" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${GIT_SHA}"
-COPY --from=build /out/sealrelay /usr/local/bin/sealrelay
-# 65532 is distroless's "nonroot"; numeric so that runAsNonRoot can verify it.
+# Numeric so that runAsNonRoot can verify it; the name is in /etc/passwd.
 USER 65532:65532
 # Public intake (RELAY_LISTEN) and admin listener with /healthz, /readyz, /metrics
 # (RELAY_ADMIN_LISTEN).
