@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Validates the deployment and monitoring artifacts (k8s/, helm/sealrelay, grafana/,
 # docs/runbook.md, Dockerfile) against the source: the vars! table in src/config*.rs /
-# src/config/**/*.rs, the metric names in src/**/*.rs and README.md's configuration table.
+# src/config/**/*.rs, the metric names in src/**/*.rs and docs/configuration.md's table.
 # Needs no cluster, container engine or network beyond the package registries, and installs
 # what it lacks into a cache directory ($SEALRELAY_TOOLS_DIR, default
 # ~/.cache/sealrelay-deploy-tools), never into the system Python or ~/.local:

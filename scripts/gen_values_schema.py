@@ -30,7 +30,11 @@ The rest of values.yaml is typed from its defaults (booleans stay booleans, port
 an error instead of being ignored), and FREEFORM objects (resources, security contexts,
 probes, ...) pass through to Kubernetes unchecked. `env` is checked too: a known variable set
 there must have its kind's form (numbers and booleans may be given as strings; ranges are only
-checked when given as numbers).
+checked when given as numbers). A variable that carries a secret (kind `secret`, plus
+EXTRA_SECRET_VARS: REDIS_URL) is refused under `env`, which becomes the ConfigMap, and as a
+literal `value` in `extraEnv`, which is written into the Deployment: it comes from a Secret.
+The values the chart itself stores in its Secret (SENSITIVE) are marked `writeOnly` and
+"Sensitive" in their descriptions.
 
     scripts/gen_values_schema.py           # writes helm/sealrelay/values.schema.json
     scripts/gen_values_schema.py --check   # exits 1 if the committed file differs
@@ -111,6 +115,36 @@ FREEFORM = {
     "tests.smoke.annotations", "adminApi.tcp.token.copyResources",
 }
 
+# Variables that carry secrets besides those of kind `secret`, with the reason. Together they
+# are refused under `env` (which becomes the ConfigMap, readable by anyone who can read
+# ConfigMaps) and as a literal `value` in `extraEnv` (which lands in the Deployment's spec):
+# they come from Secrets only (their values.yaml objects, or extraEnv valueFrom.secretKeyRef).
+EXTRA_SECRET_VARS: dict[str, str] = {
+    "REDIS_URL": "a Redis URL carries the password (redis://:password@host)",
+}
+
+# Values the chart stores in its own Secret (never the ConfigMap), for trials: marked
+# writeOnly and "Sensitive" in the schema. Production points the matching existingSecret at
+# a Secret managed outside the chart. (Each object's key in the chart's Secret is in
+# templates/_helpers.tpl, sealrelay.inlineSecrets and secret.yaml.)
+SENSITIVE: dict[str, str] = {
+    "apns.authKey.value": "apns.authKey.existingSecret",
+    "redis.url": "redis.existingSecret",
+    "redis.queueKey.value": "redis.queueKey.existingSecret",
+    "tracing.headers.value": "tracing.headers.existingSecret",
+    "tracing.tracesHeaders.value": "tracing.tracesHeaders.existingSecret",
+    "adminApi.tcp.token.value": "adminApi.tcp.token.existingSecret",
+    "fcm.serviceAccount.value": "fcm.serviceAccount.existingSecret",
+    "ice.turnSecret.value": "ice.turnSecret.existingSecret",
+    "ice.cloudflare.apiToken.value": "ice.cloudflare.apiToken.existingSecret",
+}
+
+
+def secret_var_names(vars_: list["Var"]) -> list[str]:
+    """Every variable that carries a secret: kind `secret`, plus EXTRA_SECRET_VARS."""
+    return sorted({v.name for v in vars_ if v.kind == "secret"} | set(EXTRA_SECRET_VARS))
+
+
 PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
 ABS_PATH = {"type": "string", "pattern": "^/", "minLength": 1}
 INT_OR_PERCENT = {"anyOf": [{"type": "integer", "minimum": 0},
@@ -156,6 +190,18 @@ STRUCTURAL: dict[str, dict] = {
     "networkPolicy.egress.otlpPorts": {"type": "array", "items": PORT},
     "networkPolicy.egress.apnsCidrs": {"type": "array", "items": {"type": "string", "pattern": r"^[0-9a-fA-F:.]+/[0-9]{1,3}$"}},
     "metrics.prometheusRule.runbookBaseUrl": {"type": "string", "pattern": "^https?://"},
+    # A Helm release name (DNS-1123 label) or "" for no release label.
+    "metrics.prometheusRelease": {"type": "string", "pattern": "^([a-z0-9]([-a-z0-9]{0,51}[a-z0-9])?)?$"},
+    # PromQL label matchers, comma-separated, e.g. job="kubernetes-pods", app="sealrelay"; "" is
+    # job="<the job the chart's ServiceMonitor sets>".
+    "metrics.prometheusRule.jobSelector": {
+        "type": "string",
+        "pattern": r'^(\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"([^"\\]|\\.)*"'
+                   r'(\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"([^"\\]|\\.)*")*\s*)?$',
+        "description": "PromQL label matchers that replace job=\"sealrelay\" in every rule of "
+                       "grafana/alerts.yaml; empty: job=\"<chart name>\", what the chart's "
+                       "ServiceMonitor sets.",
+    },
     # Secrets of the new front-ends and the tracing exporter: Secret keys, file names, mounts.
     **{f"{base}.existingSecretKey": {"type": "string", "minLength": 1}
        for base in ("tracing.headers", "tracing.tracesHeaders", "adminApi.tcp.token",
@@ -177,8 +223,6 @@ STRUCTURAL: dict[str, dict] = {
     "adminApi.tcp.token.copyImage.pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]},
     "networkPolicy.egress.fcmCidrs": {"type": "array", "items": {"type": "string", "pattern": r"^[0-9a-fA-F:.]+/[0-9]{1,3}$"}},
     "networkPolicy.egress.cloudflareCidrs": {"type": "array", "items": {"type": "string", "pattern": r"^[0-9a-fA-F:.]+/[0-9]{1,3}$"}},
-    "extraEnv": {"type": "array", "items": {"type": "object", "required": ["name"],
-                                            "properties": {"name": {"type": "string", "minLength": 1}}}},
     "ingress.pathType": {"enum": ["Prefix", "Exact", "ImplementationSpecific"]},
 }
 
@@ -441,30 +485,58 @@ def build_schema(vars_: list[Var], values_text: str) -> dict:
     if problems:
         raise SchemaError("\n".join(problems))
     by_path = {p: next(v for v in vars_ if v.name == n) for n, p in paths.items()}
-    for p in list(by_path) + list(STRUCTURAL):
+    secrets = secret_var_names(vars_)
+    for p in list(by_path) + list(STRUCTURAL) + list(SENSITIVE) + list(SENSITIVE.values()):
         if _lookup(values, p) is _MISSING:
             raise SchemaError(f"values.yaml has no key {p} (named by "
                               f"{'the comment of ' + by_path[p].name if p in by_path else 'STRUCTURAL'})")
+
+    def sensitive(schema: dict, path: str) -> dict:
+        """writeOnly, and said so, for a value the chart keeps in its Secret."""
+        if path not in SENSITIVE:
+            return schema
+        note = (f"Sensitive: stored in the chart's Secret, never the ConfigMap; in production "
+                f"leave it empty and set {SENSITIVE[path]} instead.")
+        desc = schema.get("description")
+        return dict(schema, writeOnly=True, description=f"{desc} {note}" if desc else note)
 
     def node(value, path: str) -> dict:
         if path in by_path:
             v = by_path[path]
             s = nullable(kind_schema(v.kind))
             default = "unset" if v.default is None else f"default {v.default}"
-            return dict(s, description=f"{v.name} ({default}): {v.help}")
+            return sensitive(dict(s, description=f"{v.name} ({default}): {v.help}"), path)
+        if path == "extraEnv":
+            # A secret variable may come from a Secret (valueFrom), never as a literal value
+            # written into the Deployment.
+            return {
+                "type": "array",
+                "items": {
+                    "type": "object", "required": ["name"],
+                    "properties": {"name": {"type": "string", "minLength": 1}},
+                    "if": {"properties": {"name": {"enum": secrets}}, "required": ["name"]},
+                    "then": {"not": {"required": ["value"]},
+                             "description": "A secret variable: valueFrom.secretKeyRef only."},
+                },
+                "description": "Extra EnvVar entries. Secret variables (" + ", ".join(secrets) +
+                               ") only with valueFrom (a secretKeyRef), never a literal value.",
+            }
         if path in STRUCTURAL:
-            return dict(STRUCTURAL[path])
+            return sensitive(dict(STRUCTURAL[path]), path)
         if path == "env":
             return {
                 "type": "object",
-                "description": "Extra or overriding environment variables, NAME: value. Known "
-                               "variables must have their kind's form.",
-                "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$"},
-                "properties": {v.name: env_schema(v) for v in vars_},
+                "description": "Extra or overriding environment variables, NAME: value, written "
+                               "into the ConfigMap. Known variables must have their kind's form. "
+                               "Secret variables (" + ", ".join(secrets) + ") are refused here: "
+                               "they come from Secrets (their values.yaml objects' existingSecret, "
+                               "or extraEnv with valueFrom.secretKeyRef).",
+                "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "not": {"enum": secrets}},
+                "properties": {v.name: env_schema(v) for v in vars_ if v.name not in secrets},
                 "additionalProperties": {"type": ["string", "number", "boolean"]},
             }
         if path in FREEFORM or not isinstance(value, dict) or not value:
-            return _infer(value, path)
+            return sensitive(_infer(value, path), path)
         return {
             "type": "object",
             "additionalProperties": False,

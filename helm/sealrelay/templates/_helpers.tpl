@@ -330,6 +330,13 @@ container reads with envFrom. Values from .Values.env are applied last and win.
   "OTEL_SERVICE_NAME" $v.tracing.serviceName
   "OTEL_EXPORTER_OTLP_PROTOCOL" $v.tracing.protocol
   "OTEL_EXPORTER_OTLP_TIMEOUT" $v.tracing.timeoutMs
+  "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT" $v.tracing.tracesTimeoutMs
+  "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" $v.tracing.tracesProtocol
+  "OTEL_EXPORTER_OTLP_COMPRESSION" $v.tracing.compression
+  "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION" $v.tracing.tracesCompression
+  "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT" $v.tracing.spanLimits.attributeCount
+  "OTEL_SPAN_EVENT_COUNT_LIMIT" $v.tracing.spanLimits.eventCount
+  "OTEL_SPAN_LINK_COUNT_LIMIT" $v.tracing.spanLimits.linkCount
   "OTEL_TRACES_SAMPLER" $v.tracing.sampler.name
   "OTEL_TRACES_SAMPLER_ARG" $v.tracing.sampler.ratio
   "OTEL_BSP_SCHEDULE_DELAY" $v.tracing.batch.scheduleDelayMs
@@ -696,9 +703,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: sealrelay
 {{- end -}}
 
-{{/* Whether the cluster serves prometheus-operator's API (ServiceMonitor, PrometheusRule). */}}
-{{- define "sealrelay.hasMonitoringAPI" -}}
-{{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" }}true{{ end -}}
+{{/*
+Extra labels of the ServiceMonitor / PrometheusRule: release: <metrics.prometheusRelease> (what
+a stock kube-prometheus-stack selects them by), then the object's own labels, which win. YAML,
+or "" for none. Call with (list $ .Values.metrics.<object>.labels).
+*/}}
+{{- define "sealrelay.monitoringLabels" -}}
+{{- $root := index . 0 -}}
+{{- $out := dict -}}
+{{- with $root.Values.metrics.prometheusRelease }}{{ $_ := set $out "release" (toString .) }}{{ end -}}
+{{- $out = mergeOverwrite $out (deepCopy (index . 1 | default dict)) -}}
+{{- if $out }}{{ toYaml $out }}{{ end -}}
+{{- end -}}
+
+{{/* The label matchers the alert rules select the relay's series with (replacing job="sealrelay"). */}}
+{{- define "sealrelay.alertSelector" -}}
+{{- $jobSel := .Values.metrics.prometheusRule.jobSelector | default "" | toString | trim -}}
+{{- if $jobSel }}{{ $jobSel }}{{ else }}{{ printf "job=%q" (include "sealrelay.name" .) }}{{ end -}}
 {{- end -}}
 
 {{/* Whether the cluster serves the Gateway API (HTTPRoute). */}}
