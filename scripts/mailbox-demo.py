@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The mailbox and signal walkthrough of the README as one small script.
+"""The mailbox and signal walkthrough of docs/mailbox.md as one small script.
 
     python3 -m venv /tmp/demo && /tmp/demo/bin/pip install websockets
     /tmp/demo/bin/python scripts/mailbox-demo.py watch  http://127.0.0.1:8080 chat <id> <bearer> p2c

@@ -1,6 +1,7 @@
 //! The binary as the client, end to end against a relay process and the mock APNs: the
-//! README's walkthrough (keygen, enrol over the admin socket, a signed push followed until
-//! settled), then the receipt, the list, a revocation and its refusal, with exit codes.
+//! walkthrough of docs/signed.md (keygen, enrol over the admin socket, a signed push
+//! followed until settled), then the receipt, the list, a revocation and its refusal, with
+//! exit codes.
 
 mod common;
 
