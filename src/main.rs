@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 
 use clap::{Arg, ArgAction, Command};
-use sealrelay::config::{Config, VARS};
+use sealrelay::config::{Config, UnknownVars, VARS};
 
 /// mimalloc: per-thread free lists without glibc's arena lock, which the runtime's worker
 /// threads contended on (a request is often freed on another thread than allocated it),
@@ -242,6 +242,16 @@ fn client(
 
 fn main() -> ExitCode {
     let matches = cli().get_matches();
+    // The whole environment, before the flags below are copied into it: what the relay does
+    // not read is looked at too (names only are ever printed).
+    let env: Vec<(String, String)> = std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
     let values: HashMap<String, String> = VARS
         .iter()
         .filter_map(|v| {
@@ -294,7 +304,13 @@ fn main() -> ExitCode {
         };
     }
 
-    let cfg = match Config::load(&lookup) {
+    let check_only = matches!(matches.subcommand(), Some(("check-config", _)));
+    let unknown = if check_only {
+        UnknownVars::Refuse
+    } else {
+        UnknownVars::Warn
+    };
+    let cfg = match Config::load_env(&lookup, &env, unknown) {
         Ok(c) => c,
         Err(errors) => {
             eprintln!("sealrelay: invalid configuration:");
@@ -305,7 +321,7 @@ fn main() -> ExitCode {
         }
     };
 
-    if let Some(("check-config", _)) = matches.subcommand() {
+    if check_only {
         println!("{}", cfg.summary());
         return ExitCode::SUCCESS;
     }

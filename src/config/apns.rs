@@ -24,7 +24,7 @@ pub(super) fn read(r: &mut Reader<'_>) -> (Delivery, Core) {
             ("sandbox", EnvironmentMode::Sandbox),
             ("development", EnvironmentMode::Sandbox),
         ],
-        "production, sandbox or auto",
+        "production, sandbox or auto (development is sandbox)",
     );
     let production_url = r.https_url("APNS_PRODUCTION_URL");
     let sandbox_url = r.https_url("APNS_SANDBOX_URL");

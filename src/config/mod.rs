@@ -16,6 +16,10 @@
 //! A malformed or out-of-range value stops start-up with a message that names the variable,
 //! the value and what is allowed; nothing silently falls back to a default. Every problem
 //! is reported at once. Secrets are wrapped in [`crate::secret::Secret`] so they never print.
+//!
+//! A variable the relay does not read but that looks meant for it (`RELAY_DEDUP_WINDOW` for
+//! `RELAY_DEDUP_WINDOW_S`) is found by [`unknown`] and named with the nearest known name:
+//! a warning when serving, an error in `check-config` ([`Config::load_env`]).
 
 mod admin;
 mod apns;
@@ -26,6 +30,7 @@ mod mailbox;
 mod policy;
 mod store;
 mod telemetry;
+mod unknown;
 mod v1;
 mod vars;
 
@@ -33,7 +38,18 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+pub use crate::telemetry::UnknownVar;
 pub use vars::VARS;
+
+/// What [`Config::load_env`] makes of a variable in the environment that looks meant for
+/// the relay but that it does not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnknownVars {
+    /// `serve`: each is logged once as a warning when logging starts.
+    Warn,
+    /// `check-config`: each is a problem, and the configuration is not valid.
+    Refuse,
+}
 
 /// One configuration variable.
 #[derive(Debug)]
@@ -313,6 +329,36 @@ impl Config {
             })
         } else {
             Err(ConfigErrors(r.errors))
+        }
+    }
+
+    /// [`Config::load`], and a look at the whole environment, `env` (name and value pairs;
+    /// values are used only to recognise Kubernetes service links and never printed): a
+    /// variable that looks meant for the relay but that it does not read is warned about or
+    /// refused as `unknown` says; an OpenTelemetry variable the SDK would read to no effect
+    /// is refused either way. When start-up fails anyway, the unknown names are listed with
+    /// the problems (logging is not up to warn about them).
+    pub fn load_env(
+        lookup: &dyn Lookup,
+        env: &[(String, String)],
+        unknown: UnknownVars,
+    ) -> Result<Self, ConfigErrors> {
+        let scan = unknown::scan(env);
+        let (cfg, mut problems) = match Config::load(lookup) {
+            Ok(c) => (Some(c), Vec::new()),
+            Err(e) => (None, e.0),
+        };
+        problems.extend(scan.refused);
+        match cfg {
+            Some(mut c) if problems.is_empty() && unknown == UnknownVars::Warn => {
+                c.telemetry.unknown_vars = scan.unknown;
+                Ok(c)
+            }
+            Some(c) if problems.is_empty() && scan.unknown.is_empty() => Ok(c),
+            _ => {
+                problems.extend(scan.unknown.into_iter().map(|u| u.message));
+                Err(ConfigErrors(problems))
+            }
         }
     }
 

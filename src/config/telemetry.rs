@@ -2,6 +2,8 @@
 //! the exporter and the SDK read from the environment themselves: validated here, so a
 //! typo stops start-up instead of being ignored.
 
+use std::time::Duration;
+
 use super::Reader;
 use crate::telemetry::{LogFormat, Settings};
 
@@ -60,12 +62,38 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
             }
         }
     }
-    r.int("OTEL_EXPORTER_OTLP_TIMEOUT", 1, 600_000);
+    let timeout_ms = r.int("OTEL_EXPORTER_OTLP_TIMEOUT", 1, 600_000);
+    // The traces-only variants win over the shared ones, as the exporter reads them.
+    let export_timeout = Duration::from_millis(match r.set("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") {
+        Some(_) => r.int("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", 1, 600_000),
+        None => timeout_ms,
+    });
     r.choice(
         "OTEL_EXPORTER_OTLP_PROTOCOL",
         &[("http/protobuf", ())],
         "http/protobuf (the only protocol this build speaks)",
     );
+    if r.set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL").is_some() {
+        r.choice(
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            &[("http/protobuf", ())],
+            "http/protobuf (the only protocol this build speaks)",
+        );
+    }
+    // Without the exporter's gzip and zstd features, it would send uncompressed and say so
+    // only in the SDK's internal log.
+    for name in [
+        "OTEL_EXPORTER_OTLP_COMPRESSION",
+        "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+    ] {
+        if r.set(name).is_some() {
+            r.choice(
+                name,
+                &[("none", ())],
+                "none (this build does not compress exports: gzip and zstd are not compiled in)",
+            );
+        }
+    }
     let ca_file = r.ca_file("OTEL_EXPORTER_OTLP_CERTIFICATE");
     if let Some(a) = r.set("OTEL_RESOURCE_ATTRIBUTES") {
         if !key_values(&a) || a.chars().count() > 4096 {
@@ -99,6 +127,13 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
             "OTEL_BSP_MAX_EXPORT_BATCH_SIZE={batch} is not valid: it must be at most OTEL_BSP_MAX_QUEUE_SIZE ({queue})"
         ));
     }
+    for name in [
+        "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
+        "OTEL_SPAN_EVENT_COUNT_LIMIT",
+        "OTEL_SPAN_LINK_COUNT_LIMIT",
+    ] {
+        r.int(name, 0, 1_000_000);
+    }
     let service_name = r.value("OTEL_SERVICE_NAME").unwrap_or_default();
     Settings {
         log_format,
@@ -106,6 +141,8 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
         export,
         ca_file,
         service_name,
+        export_timeout,
+        unknown_vars: Vec::new(),
     }
 }
 

@@ -266,3 +266,273 @@ fn the_queue_key_comes_from_the_variable_or_the_apns_key() {
     assert!(c.store.queue_key.is_some());
     assert!(load(&[]).unwrap().store.queue_key.is_none());
 }
+
+/// The nearest known name, one named case per row: (case, typed, offered).
+#[test]
+fn suggestions_name_the_nearest_known_variable() {
+    let table: &[(&str, &str, Option<&str>)] = &[
+        (
+            "dropped unit suffix",
+            "RELAY_DEDUP_WINDOW",
+            Some("RELAY_DEDUP_WINDOW_S"),
+        ),
+        ("missing underscore", "APNS_TEAMID", Some("APNS_TEAM_ID")),
+        ("swapped letters", "RELAY_LITSEN", Some("RELAY_LISTEN")),
+        ("swapped prefix", "REALY_LISTEN", Some("RELAY_LISTEN")),
+        ("one letter off", "REDIS_URI", Some("REDIS_URL")),
+        ("lower case", "relay_dry_run", Some("RELAY_DRY_RUN")),
+        ("added word", "RELAY_APPS_LIST", Some("RELAY_APPS")),
+        ("plural", "RELAY_ICE_TURN_URL", Some("RELAY_ICE_TURN_URLS")),
+        (
+            "otel typo",
+            "OTEL_EXPORTER_OTPL_ENDPOINT",
+            Some("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        ),
+        (
+            "otel signal variant",
+            "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+            Some("OTEL_EXPORTER_OTLP_CERTIFICATE"),
+        ),
+        ("far from everything", "RELAY_BANANA", None),
+        ("a family prefix alone", "RELAY_", None),
+        ("empty", "", None),
+        (
+            "not ascii",
+            "RELAY_DÉDUP_WINDOW_S",
+            Some("RELAY_DEDUP_WINDOW_S"),
+        ),
+    ];
+    for (case, typed, offered) in table {
+        assert_eq!(unknown::suggest(typed), *offered, "{case}: {typed}");
+    }
+}
+
+#[test]
+fn distance_counts_edits_and_swaps() {
+    let table: &[(&str, &str, &str, usize)] = &[
+        ("equal", "ABC", "ABC", 0),
+        ("insertion", "ABC", "ABXC", 1),
+        ("deletion", "ABC", "AC", 1),
+        ("substitution", "ABC", "AXC", 1),
+        ("transposition", "ABCD", "ACBD", 1),
+        ("from empty", "", "ABC", 3),
+        ("to empty", "ABC", "", 3),
+        ("kitten", "KITTEN", "SITTING", 3),
+    ];
+    for (case, a, b, d) in table {
+        assert_eq!(unknown::distance(a, b), *d, "{case}");
+        assert_eq!(unknown::distance(b, a), *d, "{case}, reversed");
+    }
+}
+
+/// The environment's unknown names: the relay's families, typos anywhere, and what is left
+/// alone (other signals, other tools, Kubernetes service links, Operator helpers).
+#[test]
+fn the_environment_scan_flags_what_looks_meant_for_the_relay() {
+    let env = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let flagged = |pairs: &[(&str, &str)]| -> Vec<String> {
+        unknown::scan(&env(pairs))
+            .unknown
+            .into_iter()
+            .map(|u| u.name)
+            .collect()
+    };
+    for name in [
+        "RELAY_DEDUP_WINDOW",
+        "APNS_TEAMID",
+        "FCM_SERVER_KEY",
+        "OTEL_EXPORTER_OTLP_TRACES_INSECURE",
+        "OTEL_TRACES_EXPORTER",
+        "OTEL_SDK_DISABLED",
+        "OTEL_PROPAGATORS",
+        "OTEL_ATTRIBUTE_COUNT_LIMIT",
+        "OTEL_RESOURCE_ATTRIBUTE",
+        "OTEL_EXPORTER_OTPL_ENDPOINT",
+        "REDIS_URI",
+        "REALY_LISTEN",
+        "relay_listen",
+    ] {
+        assert_eq!(flagged(&[(name, "1")]), vec![name.to_owned()], "{name}");
+    }
+    for (name, value) in [
+        ("RUST_LOG", "debug"),
+        ("HOME", "/root"),
+        ("SEALRELAY_GIT_SHA", "abc"),
+        ("REDIS_PASSWORD", "hunter2"),
+        ("REDIS_HOST", "redis"),
+        ("OTEL_METRICS_EXPORTER", "none"),
+        ("OTEL_LOGS_EXPORTER", "none"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "1000"),
+        ("OTEL_BLRP_SCHEDULE_DELAY", "1000"),
+        ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://c:4318"),
+        ("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL", "grpc"),
+        ("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "relay-0"),
+        ("RELAY_SERVICE_HOST", "10.0.0.7"),
+        ("RELAY_SERVICE_PORT", "8080"),
+        ("RELAY_SERVICE_PORT_HTTP", "8080"),
+        ("RELAY_PORT", "tcp://10.0.0.7:8080"),
+        ("RELAY_PORT_8080_TCP", "tcp://10.0.0.7:8080"),
+        ("RELAY_PORT_8080_TCP_PROTO", "tcp"),
+        ("RELAY_PORT_8080_TCP_PORT", "8080"),
+        ("RELAY_PORT_8080_TCP_ADDR", "10.0.0.7"),
+        ("APNS_MOCK_SERVICE_HOST", "fd00::7"),
+        ("RELAY_LISTEN", "127.0.0.1:0"),
+    ] {
+        assert!(flagged(&[(name, value)]).is_empty(), "{name}={value}");
+    }
+    // Service-link names with values of another shape are the operator's, and flagged.
+    for (name, value) in [("RELAY_PORT", "8080"), ("RELAY_SERVICE_HOST", "relay")] {
+        assert_eq!(
+            flagged(&[(name, value)]),
+            vec![name.to_owned()],
+            "{name}={value}"
+        );
+    }
+    // A name given twice is reported once.
+    assert_eq!(
+        flagged(&[("APNS_TEAMID", "a"), ("APNS_TEAMID", "b")]).len(),
+        1
+    );
+}
+
+#[test]
+fn unknown_variables_are_named_with_a_suggestion_never_with_their_value() {
+    let env: Vec<(String, String)> = [
+        ("RELAY_DEDUP_WINDOW", "10"),
+        ("APNS_TEAMID", "s3cr3t-value"),
+        ("OTEL_PROPAGATORS", "b3"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let lookup = |_: &str| None;
+    let e = Config::load_env(&lookup, &env, UnknownVars::Refuse)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("unknown variable RELAY_DEDUP_WINDOW; did you mean RELAY_DEDUP_WINDOW_S?"),
+        "{e}"
+    );
+    assert!(
+        e.contains("unknown variable APNS_TEAMID; did you mean APNS_TEAM_ID?"),
+        "{e}"
+    );
+    assert!(
+        e.contains("OTEL_PROPAGATORS") && e.contains("W3C trace context"),
+        "{e}"
+    );
+    assert!(!e.contains("s3cr3t") && !e.contains("b3"), "{e}");
+    // Serving: valid, with the warnings kept for the log.
+    let c = Config::load_env(&lookup, &env, UnknownVars::Warn).unwrap();
+    let names: Vec<_> = c
+        .telemetry
+        .unknown_vars
+        .iter()
+        .map(|u| (u.name.as_str(), u.did_you_mean))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("APNS_TEAMID", Some("APNS_TEAM_ID")),
+            ("OTEL_PROPAGATORS", None),
+            ("RELAY_DEDUP_WINDOW", Some("RELAY_DEDUP_WINDOW_S")),
+        ]
+    );
+    // Nothing unknown: the same configuration as `load`.
+    assert!(Config::load_env(&lookup, &[], UnknownVars::Refuse).is_ok());
+}
+
+#[test]
+fn sdk_variables_without_effect_are_refused_even_when_serving() {
+    let lookup = |_: &str| None;
+    for name in ["OTEL_BSP_EXPORT_TIMEOUT", "OTEL_BSP_MAX_CONCURRENT_EXPORTS"] {
+        let env = vec![(name.to_owned(), "30000".to_owned())];
+        let e = Config::load_env(&lookup, &env, UnknownVars::Warn)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(name) && e.contains("no effect"), "{e}");
+        // Empty is unset.
+        let env = vec![(name.to_owned(), String::new())];
+        assert!(Config::load_env(&lookup, &env, UnknownVars::Refuse).is_ok());
+    }
+}
+
+/// Every OTEL_* variable the OpenTelemetry SDK and OTLP exporter 0.33 read for traces is in
+/// the table (validated) or refused: none is read behind the configuration's back.
+#[test]
+fn every_otel_variable_the_sdk_reads_is_known_or_refused() {
+    let sdk_reads = [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_COMPRESSION",
+        "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+        "OTEL_SERVICE_NAME",
+        "OTEL_RESOURCE_ATTRIBUTES",
+        "OTEL_TRACES_SAMPLER",
+        "OTEL_TRACES_SAMPLER_ARG",
+        "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT",
+        "OTEL_SPAN_EVENT_COUNT_LIMIT",
+        "OTEL_SPAN_LINK_COUNT_LIMIT",
+        "OTEL_BSP_SCHEDULE_DELAY",
+        "OTEL_BSP_MAX_QUEUE_SIZE",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+        "OTEL_BSP_EXPORT_TIMEOUT",
+        "OTEL_BSP_MAX_CONCURRENT_EXPORTS",
+    ];
+    for name in sdk_reads {
+        assert!(
+            VARS.iter().any(|v| v.name == name) || unknown::REFUSED.iter().any(|(n, _)| *n == name),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn trace_protocol_compression_and_timeout_are_validated() {
+    let e = errors(&[("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")]);
+    assert!(
+        e.contains("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=\"grpc\"") && e.contains("http/protobuf"),
+        "{e}"
+    );
+    let c = load(&[("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")]).unwrap();
+    assert_eq!(c.telemetry.export_timeout.as_millis(), 10_000);
+    for name in [
+        "OTEL_EXPORTER_OTLP_COMPRESSION",
+        "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+    ] {
+        let e = errors(&[(name, "gzip")]);
+        assert!(e.contains(name) && e.contains("none"), "{e}");
+        assert!(load(&[(name, "none")]).is_ok());
+    }
+    let c = load(&[
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "3000"),
+        ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "20000"),
+    ])
+    .unwrap();
+    assert_eq!(c.telemetry.export_timeout.as_millis(), 20_000);
+    let c = load(&[("OTEL_EXPORTER_OTLP_TIMEOUT", "3000")]).unwrap();
+    assert_eq!(c.telemetry.export_timeout.as_millis(), 3_000);
+}
+
+#[test]
+fn development_is_sandbox() {
+    let c = load(&[("APNS_ENVIRONMENT", "development")]).unwrap();
+    assert_eq!(c.core.environment, EnvironmentMode::Sandbox);
+    let help = VARS
+        .iter()
+        .find(|v| v.name == "APNS_ENVIRONMENT")
+        .unwrap()
+        .help;
+    assert!(help.contains("development"), "{help}");
+}

@@ -33,7 +33,7 @@ vars! {
     "APNS_AUTH_KEY", None, "secret", "The APNs auth key (.p8 PEM text). Mutually exclusive with APNS_AUTH_KEY_FILE.";
     "APNS_AUTH_KEY_FILE", None, "path", "Path to the APNs auth key (.p8), for mounted secrets.";
     "APNS_TOPIC", None, "string:1..255", "The app's bundle id, sent as apns-topic.";
-    "APNS_ENVIRONMENT", Some("auto"), "enum:auto|production|sandbox|development", "production, sandbox, or auto (try the environment a device last worked on, fall back once).";
+    "APNS_ENVIRONMENT", Some("auto"), "enum:auto|production|sandbox|development", "production, sandbox (development is the same: Apple's name for it in the aps-environment entitlement), or auto (try the environment a device last worked on, fall back once).";
     "APNS_PRODUCTION_URL", Some("https://api.push.apple.com"), "url:https", "Base URL of the production APNs endpoint.";
     "APNS_SANDBOX_URL", Some("https://api.sandbox.push.apple.com"), "url:https", "Base URL of the sandbox APNs endpoint.";
     "APNS_CA_FILE", None, "path", "PEM file of extra trusted roots for APNs connections (test mocks, egress proxies).";
@@ -83,7 +83,11 @@ vars! {
     "OTEL_EXPORTER_OTLP_HEADERS", None, "secret", "Headers on every export request, comma-separated key=value pairs (often an API key: never logged).";
     "OTEL_EXPORTER_OTLP_TRACES_HEADERS", None, "secret", "Headers on trace export requests, as OTEL_EXPORTER_OTLP_HEADERS (these win).";
     "OTEL_EXPORTER_OTLP_TIMEOUT", Some("10000"), "int:1..600000", "Timeout of one export request, in milliseconds.";
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", None, "int:1..600000", "Timeout of one trace export request, in milliseconds; wins over OTEL_EXPORTER_OTLP_TIMEOUT.";
     "OTEL_EXPORTER_OTLP_PROTOCOL", Some("http/protobuf"), "enum:http/protobuf", "The only protocol this build speaks; anything else is refused rather than ignored.";
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", None, "enum:http/protobuf", "As OTEL_EXPORTER_OTLP_PROTOCOL, for traces: http/protobuf or unset; anything else (grpc, http/json) is refused.";
+    "OTEL_EXPORTER_OTLP_COMPRESSION", None, "enum:none", "none or unset: this build does not compress exports (gzip and zstd are refused rather than ignored).";
+    "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", None, "enum:none", "As OTEL_EXPORTER_OTLP_COMPRESSION, for traces: none or unset.";
     "OTEL_EXPORTER_OTLP_CERTIFICATE", None, "path", "PEM file of extra trusted roots for an https:// collector (a private CA).";
     "OTEL_SERVICE_NAME", Some("sealrelay"), "string:1..255", "Service name on exported traces.";
     "OTEL_RESOURCE_ATTRIBUTES", None, "string:1..4096", "Extra resource attributes on exported traces, comma-separated key=value pairs (e.g. k8s.namespace.name=relay,deployment.environment=prod).";
@@ -92,4 +96,7 @@ vars! {
     "OTEL_BSP_SCHEDULE_DELAY", Some("5000"), "int:1..600000", "Milliseconds between two batch exports of spans.";
     "OTEL_BSP_MAX_QUEUE_SIZE", Some("2048"), "int:1..1000000", "Spans waiting for export at most; beyond it new spans are dropped.";
     "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", Some("512"), "int:1..1000000", "Spans per export request at most (at most OTEL_BSP_MAX_QUEUE_SIZE).";
+    "OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", Some("128"), "int:0..1000000", "Attributes one span keeps at most; more are dropped.";
+    "OTEL_SPAN_EVENT_COUNT_LIMIT", Some("128"), "int:0..1000000", "Events one span keeps at most; more are dropped.";
+    "OTEL_SPAN_LINK_COUNT_LIMIT", Some("128"), "int:0..1000000", "Links one span keeps at most; more are dropped.";
 }

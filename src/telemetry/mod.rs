@@ -34,6 +34,24 @@ pub struct Settings {
     pub ca_file: Option<PathBuf>,
     /// Service name on exported traces.
     pub service_name: String,
+    /// The deadline of one export request (`OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else
+    /// `OTEL_EXPORTER_OTLP_TIMEOUT`), given to the exporter and to its HTTP client.
+    pub export_timeout: Duration,
+    /// Variables in the environment that look meant for the relay but that it does not
+    /// read, logged once as warnings as soon as logging is up.
+    pub unknown_vars: Vec<UnknownVar>,
+}
+
+/// A variable the relay does not read, found in its environment at start-up (a typo, most
+/// often). Only its name is kept: its value may be a secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownVar {
+    /// The variable's name.
+    pub name: String,
+    /// The known variable it is probably a typo of.
+    pub did_you_mean: Option<&'static str>,
+    /// The whole message: `unknown variable X; did you mean Y?`.
+    pub message: String,
 }
 
 /// Keeps the trace exporter alive; dropping it flushes and stops it.
@@ -54,9 +72,10 @@ impl Drop for TelemetryGuard {
 /// Installs the log subscriber (JSON lines or pretty text, levels from `RUST_LOG`) and,
 /// when an OTLP endpoint is set, an OpenTelemetry layer exporting spans over OTLP/HTTP. The
 /// exporter and the SDK read the standard `OTEL_*` variables themselves (endpoints,
-/// headers, timeout, sampler, resource attributes, batch settings; the configuration has
-/// validated them); incoming W3C `traceparent` headers are continued. Must be called inside
-/// the runtime.
+/// headers, sampler, span limits, resource attributes, batch settings; the configuration
+/// has validated them); protocol and timeout are set from [`Settings`]. Incoming W3C
+/// `traceparent` headers are continued. Then logs a warning per [`Settings::unknown_vars`].
+/// Must be called inside the runtime.
 pub fn init(cfg: &Settings) -> anyhow::Result<TelemetryGuard> {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -95,9 +114,17 @@ pub fn init(cfg: &Settings) -> anyhow::Result<TelemetryGuard> {
             opentelemetry::global::set_text_map_propagator(
                 opentelemetry_sdk::propagation::TraceContextPropagator::new(),
             );
+            use opentelemetry_otlp::WithExportConfig;
+            // Protocol and timeout as the configuration validated them: the exporter's own
+            // reading of the environment would fall back silently on a value it ignores.
             let exporter = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
-                .with_http_client(otlp::HyperClient::new(cfg.ca_file.as_deref())?)
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                .with_timeout(cfg.export_timeout)
+                .with_http_client(otlp::HyperClient::new(
+                    cfg.ca_file.as_deref(),
+                    cfg.export_timeout,
+                )?)
                 .build()
                 .map_err(|e| anyhow::anyhow!("OTEL_EXPORTER_OTLP_ENDPOINT: {e}"))?;
             let exporter = otlp::Counting::new(exporter);
@@ -129,6 +156,15 @@ pub fn init(cfg: &Settings) -> anyhow::Result<TelemetryGuard> {
         .with(otel_layer)
         .try_init()
         .map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))?;
+    // The first lines logging can write: what the environment holds that is not read.
+    for u in &cfg.unknown_vars {
+        tracing::warn!(
+            variable = %u.name,
+            did_you_mean = u.did_you_mean,
+            "{}",
+            u.message
+        );
+    }
     Ok(TelemetryGuard { provider })
 }
 

@@ -15,8 +15,6 @@ use opentelemetry_http::{HttpClient, HttpError, Request, Response};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
-/// The longest an export request may take (the SDK's own export timeout applies too).
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// A collector's answer is read up to this size.
 const MAX_RESPONSE: usize = 4 * 1024 * 1024;
 /// Export failures are logged at most this often.
@@ -28,13 +26,20 @@ const LOG_EVERY_MS: i64 = 60_000;
 pub(crate) struct HyperClient {
     http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     runtime: tokio::runtime::Handle,
+    /// The longest one export request may take (`OTEL_EXPORTER_OTLP_TIMEOUT`).
+    timeout: Duration,
 }
 
 impl HyperClient {
     /// A client trusting Mozilla's roots plus the PEM certificates of `ca_file`
-    /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`); must be called inside the runtime.
-    pub(crate) fn new(ca_file: Option<&std::path::Path>) -> anyhow::Result<Self> {
+    /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`), giving up on a request after `timeout`; must be
+    /// called inside the runtime.
+    pub(crate) fn new(
+        ca_file: Option<&std::path::Path>,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
         Ok(Self {
+            timeout,
             http: crate::push::tls::http_client(ca_file, "OTEL_EXPORTER_OTLP_CERTIFICATE")?,
             runtime: tokio::runtime::Handle::try_current()
                 .map_err(|e| anyhow::anyhow!("trace export needs the runtime: {e}"))?,
@@ -47,8 +52,9 @@ impl HttpClient for HyperClient {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         let http = self.http.clone();
         let request = request.map(Full::new);
+        let timeout = self.timeout;
         let task = self.runtime.spawn(async move {
-            let resp = tokio::time::timeout(REQUEST_TIMEOUT, http.request(request))
+            let resp = tokio::time::timeout(timeout, http.request(request))
                 .await
                 .map_err(|_| HttpError::from("the collector did not answer in time"))??;
             let (parts, body) = resp.into_parts();
