@@ -165,12 +165,12 @@ fn blank_inline_code(line: &str) -> String {
         }
         match close {
             Some(end) => {
-                out.extend(std::iter::repeat(' ').take(end - i));
+                out.extend(std::iter::repeat_n(' ', end - i));
                 i = end;
             }
             // An unmatched run of backticks is literal text.
             None => {
-                out.extend(std::iter::repeat('`').take(open));
+                out.extend(std::iter::repeat_n('`', open));
                 i += open;
             }
         }

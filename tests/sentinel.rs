@@ -82,7 +82,7 @@ async fn failover_during_traffic(mode: &str) {
                 let d = device(10_000 + w * 100_000 + i);
                 // Every fourth alert meets a transient APNs failure on its first attempt,
                 // so it is queued (in Redis) and delivered by the retry worker.
-                if i % 4 == 0 {
+                if i.is_multiple_of(4) {
                     h.prod
                         .reply_times(&d, Reply::new(503, Some("ServiceUnavailable")), 1);
                 }

@@ -142,7 +142,7 @@ const BASE64_STD: [bool; 256] = {
 /// Standard base64 with padding, checked by alphabet, padding and length (not decoded).
 pub fn is_base64_std_padded(s: &str) -> bool {
     let b = s.as_bytes();
-    if b.is_empty() || b.len() % 4 != 0 {
+    if b.is_empty() || !b.len().is_multiple_of(4) {
         return false;
     }
     let pad = b.iter().rev().take_while(|&&c| c == b'=').count();

@@ -39,7 +39,7 @@ impl ApnsModule {
 /// An APNs device token as registered: lowercase hex of 32 to 100 bytes.
 fn is_apns_token(s: &str) -> bool {
     (64..=200).contains(&s.len())
-        && s.len() % 2 == 0
+        && s.len().is_multiple_of(2)
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
