@@ -43,6 +43,30 @@ fn server_pid(port: u16) -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Waits (10 s at most) until the server on `port` is `child` itself, by the process id it
+/// reports: false, with `child` stopped, if it exited (most likely the port, or its bus
+/// port, was taken), if someone else's server answers there, or on the deadline.
+pub(crate) fn answers_as(child: &mut Child, port: u16) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        match server_pid(port) {
+            Some(pid) if pid == child.id() => return true,
+            Some(_) => break,
+            None => {}
+        }
+        if Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
+}
+
 /// One `redis-server` process.
 pub struct RedisServer {
     /// The port it serves on (verified to be this process's).
@@ -95,28 +119,8 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server is installed (scripts/test.sh installs it)");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(Some(_)) = child.try_wait() {
-                // It exited: most likely the port (or its bus port) was taken.
-                return false;
-            }
-            match server_pid(port) {
-                Some(pid) if pid == child.id() => break,
-                Some(_) => {
-                    // Someone else's Redis answers there: not ours, try elsewhere.
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return false;
-                }
-                None => {}
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if !answers_as(&mut child, port) {
+            return false;
         }
         self.port = port;
         self.child = Some(child);

@@ -11,7 +11,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::redis::RedisServer;
+use crate::redis::{answers_as, RedisServer};
 
 /// The service name the sentinels monitor.
 pub const SERVICE: &str = "mymaster";
@@ -80,31 +80,8 @@ impl Sentinel {
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server is installed (scripts/test.sh installs it)");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(Some(_)) = child.try_wait() {
-                return false;
-            }
-            let pid = cli(port, &["INFO", "server"]).and_then(|info| {
-                info.lines()
-                    .find_map(|l| l.strip_prefix("process_id:"))
-                    .and_then(|v| v.trim().parse::<u32>().ok())
-            });
-            match pid {
-                Some(pid) if pid == child.id() => break,
-                Some(_) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return false;
-                }
-                None => {}
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if !answers_as(&mut child, port) {
+            return false;
         }
         self.port = port;
         self.child = Some(child);
