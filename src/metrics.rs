@@ -13,96 +13,134 @@ use std::time::Duration;
 use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-/// Intake requests (protocol v1), by `outcome` and `status`.
-pub const INTAKE_REQUESTS: &str = "sealrelay_intake_requests_total";
-/// Intake request duration, seconds, by `outcome`.
-pub const INTAKE_DURATION: &str = "sealrelay_intake_duration_seconds";
-/// Intake requests being processed.
-pub const INFLIGHT: &str = "sealrelay_inflight_requests";
-/// `RELAY_MAX_INFLIGHT`, for saturation panels.
-pub const MAX_INFLIGHT: &str = "sealrelay_max_inflight";
-/// APNs requests by `environment`, `status` and `reason`.
-pub const APNS_REQUESTS: &str = "sealrelay_apns_requests_total";
-/// APNs request duration, seconds, by `environment`.
-pub const APNS_DURATION: &str = "sealrelay_apns_duration_seconds";
-/// Provider tokens signed.
-pub const TOKEN_REFRESHES: &str = "sealrelay_provider_token_refreshes_total";
-/// Store operation duration, seconds, by `op`.
-pub const STORE_DURATION: &str = "sealrelay_store_duration_seconds";
-/// Store operation errors, by `op`.
-pub const STORE_ERRORS: &str = "sealrelay_store_errors_total";
-/// 1 while the replica decides on its in-process store because Redis failed.
-pub const DEGRADED: &str = "sealrelay_degraded";
-/// Devices held by the in-process store.
-pub const MEMORY_DEVICES: &str = "sealrelay_memory_store_devices";
-/// Notifications waiting in the retry queue, by `scope`: `shared` (Redis: every replica
-/// reports the same number, aggregate with `max`) or `local` (this replica's in-process
-/// queue, aggregate with `sum`).
-pub const RETRY_QUEUE_DEPTH: &str = "sealrelay_retry_queue_depth";
-/// Age of the oldest waiting notification since its acceptance, seconds, by `scope`.
-pub const RETRY_QUEUE_OLDEST_AGE: &str = "sealrelay_retry_queue_oldest_age_seconds";
-/// Retry-queue attempts by `result` (delivered, retry, failed, expired).
-pub const RETRY_ATTEMPTS: &str = "sealrelay_retry_attempts_total";
-/// Queued notifications that could not be opened (sealed under another key) and were moved
-/// aside.
-pub const RETRY_UNOPENABLE: &str = "sealrelay_retry_unopenable_total";
-/// Fan-out messages a slow subscriber lost.
-pub const FANOUT_LAGGED: &str = "sealrelay_fanout_lagged_total";
-/// Fan-out delay from publish to receive, seconds.
-pub const FANOUT_DELAY: &str = "sealrelay_fanout_delay_seconds";
-/// Signed-push API requests by `route` (push, receipt, events) and `code`.
-pub const SIGNED_REQUESTS: &str = "sealrelay_signed_requests_total";
-/// Time to answer a signed-push API request, seconds, by `route`.
-pub const SIGNED_DURATION: &str = "sealrelay_signed_duration_seconds";
-/// Signature verifications by `result` (valid, invalid).
-pub const SIGNATURE_VERIFICATIONS: &str = "sealrelay_signature_verifications_total";
-/// Exact replays answered 200 (nothing sent).
-pub const SIGNED_REPLAYS: &str = "sealrelay_signed_replays_total";
-/// Each signed target's first outcome, by `state`.
-pub const SIGNED_TARGETS: &str = "sealrelay_signed_targets_total";
-/// Receipt reads by `kind` (receipt, events, admin).
-pub const RECEIPT_READS: &str = "sealrelay_receipt_reads_total";
-/// Open event streams (Server-Sent Events) on this replica.
-pub const EVENT_STREAMS_OPEN: &str = "sealrelay_event_streams_open";
-/// Admin API requests by `transport` (unix, tcp) and `status`.
-pub const ADMIN_REQUESTS: &str = "sealrelay_admin_requests_total";
-/// Mailbox requests by `route` and `status`.
-pub const MAILBOX_REQUESTS: &str = "sealrelay_mailbox_requests_total";
-/// Mailbox requests over a bucket, by `bucket`.
-pub const MAILBOX_RATE_LIMITED: &str = "sealrelay_mailbox_rate_limited_total";
-/// Mailbox pushes by `service` (apns, fcm) and `outcome`.
-pub const MAILBOX_PUSHES: &str = "sealrelay_mailbox_pushes_total";
-/// Open mailbox sockets by `kind` (watch, signal).
-pub const MAILBOX_SOCKETS_OPEN: &str = "sealrelay_mailbox_sockets_open";
-/// OAuth2 access tokens fetched for FCM.
-pub const FCM_TOKEN_REFRESHES: &str = "sealrelay_fcm_token_refreshes_total";
-/// Signal frames by `result` (relayed, dropped).
-pub const SIGNAL_FRAMES: &str = "sealrelay_signal_frames_total";
-/// Signal bytes relayed.
-pub const SIGNAL_BYTES: &str = "sealrelay_signal_bytes_total";
-/// Signal sockets closed by the relay, by close `code`.
-pub const SIGNAL_CLOSES: &str = "sealrelay_signal_closes_total";
-/// Signal frame delay from one side's replica to the other's, seconds.
-pub const SIGNAL_FRAME_DELAY: &str = "sealrelay_signal_frame_delay_seconds";
-/// ICE credential requests by `provider` (stun, coturn, cloudflare) and `outcome`.
-pub const ICE_REQUESTS: &str = "sealrelay_ice_requests_total";
-/// OTLP trace export failures.
-pub const TRACE_EXPORT_ERRORS: &str = "sealrelay_trace_export_errors_total";
-/// Always 1, labelled with `version` and `git_sha`.
-pub const BUILD_INFO: &str = "sealrelay_build_info";
+/// Declares the metric families once: each family's constant (documented by its help
+/// text), its help and type for the exposition, and [`FAMILIES`]. `recorded` families go
+/// through the `metrics` recorder and are described to it at install; `process` families
+/// are written by [`render`] itself.
+macro_rules! families {
+    (
+        recorded { $( $id:ident = $name:literal, $kind:ident $(($unit:ident))?, $help:literal; )* }
+        process { $( $pid:ident = $pname:literal, $pkind:ident, $phelp:literal; )* }
+    ) => {
+        $( #[doc = $help] pub const $id: &str = $name; )*
+        $( #[doc = $phelp] pub const $pid: &str = $pname; )*
 
-/// Process CPU time, seconds (user + system).
-pub const PROCESS_CPU: &str = "process_cpu_seconds_total";
-/// Resident memory, bytes.
-pub const PROCESS_RSS: &str = "process_resident_memory_bytes";
-/// Virtual memory, bytes.
-pub const PROCESS_VSIZE: &str = "process_virtual_memory_bytes";
-/// Open file descriptors.
-pub const PROCESS_OPEN_FDS: &str = "process_open_fds";
-/// The file descriptor limit.
-pub const PROCESS_MAX_FDS: &str = "process_max_fds";
-/// Process start, Unix seconds.
-pub const PROCESS_START: &str = "process_start_time_seconds";
+        /// Every family the relay exports: (name, Prometheus type, help).
+        pub const FAMILIES: &[(&str, &str, &str)] = &[
+            $( ($name, families!(@type $kind), $help), )*
+            $( ($pname, families!(@type $pkind), $phelp), )*
+        ];
+
+        /// Describes the recorded families to the recorder (their `# HELP` and unit).
+        fn describe() {
+            $( families!(@describe $kind, $id, $help $(, $unit)?); )*
+        }
+    };
+    (@type counter) => { "counter" };
+    (@type gauge) => { "gauge" };
+    (@type histogram) => { "histogram" };
+    (@describe counter, $id:ident, $help:literal) => { metrics::describe_counter!($id, $help) };
+    (@describe gauge, $id:ident, $help:literal) => { metrics::describe_gauge!($id, $help) };
+    (@describe gauge, $id:ident, $help:literal, $unit:ident) => {
+        metrics::describe_gauge!($id, metrics::Unit::$unit, $help)
+    };
+    (@describe histogram, $id:ident, $help:literal, $unit:ident) => {
+        metrics::describe_histogram!($id, metrics::Unit::$unit, $help)
+    };
+}
+
+families! {
+    recorded {
+        INTAKE_REQUESTS = "sealrelay_intake_requests_total", counter,
+            "Intake requests (protocol v1) by outcome and HTTP status.";
+        INTAKE_DURATION = "sealrelay_intake_duration_seconds", histogram(Seconds),
+            "Intake request duration by outcome.";
+        INFLIGHT = "sealrelay_inflight_requests", gauge,
+            "Intake requests being processed.";
+        MAX_INFLIGHT = "sealrelay_max_inflight", gauge,
+            "Intake requests processed at once before shedding (RELAY_MAX_INFLIGHT).";
+        APNS_REQUESTS = "sealrelay_apns_requests_total", counter,
+            "APNs requests by environment, HTTP status and reason.";
+        APNS_DURATION = "sealrelay_apns_duration_seconds", histogram(Seconds),
+            "APNs request duration by environment.";
+        TOKEN_REFRESHES = "sealrelay_provider_token_refreshes_total", counter,
+            "APNs provider tokens signed.";
+        STORE_DURATION = "sealrelay_store_duration_seconds", histogram(Seconds),
+            "Store operation duration by operation.";
+        STORE_ERRORS = "sealrelay_store_errors_total", counter,
+            "Store operation errors by operation.";
+        DEGRADED = "sealrelay_degraded", gauge,
+            "1 while this replica decides on its in-process store because Redis failed.";
+        MEMORY_DEVICES = "sealrelay_memory_store_devices", gauge,
+            "Devices held by the in-process policy store.";
+        RETRY_QUEUE_DEPTH = "sealrelay_retry_queue_depth", gauge,
+            "Notifications waiting in the retry queue; scope=shared is the Redis queue (same on every replica: use max), scope=local this replica's in-process queue (use sum).";
+        RETRY_QUEUE_OLDEST_AGE = "sealrelay_retry_queue_oldest_age_seconds", gauge(Seconds),
+            "Age of the oldest waiting notification since its acceptance.";
+        RETRY_ATTEMPTS = "sealrelay_retry_attempts_total", counter,
+            "Retry-queue attempts by result.";
+        RETRY_UNOPENABLE = "sealrelay_retry_unopenable_total", counter,
+            "Queued notifications that could not be opened (sealed under another key) and were moved aside.";
+        FANOUT_LAGGED = "sealrelay_fanout_lagged_total", counter,
+            "Fan-out messages lost by subscribers that fell behind.";
+        FANOUT_DELAY = "sealrelay_fanout_delay_seconds", histogram(Seconds),
+            "Fan-out delay from publish on one replica to receipt on another.";
+        SIGNED_REQUESTS = "sealrelay_signed_requests_total", counter,
+            "Signed-push API requests (/v2) by route (push, receipt, events) and outcome code.";
+        SIGNED_DURATION = "sealrelay_signed_duration_seconds", histogram(Seconds),
+            "Time to answer a signed-push API request, by route.";
+        SIGNATURE_VERIFICATIONS = "sealrelay_signature_verifications_total", counter,
+            "Ed25519 signature verifications by result (valid, invalid).";
+        SIGNED_REPLAYS = "sealrelay_signed_replays_total", counter,
+            "Exact replays of signed pushes answered 200 with the stored receipt (nothing sent).";
+        SIGNED_TARGETS = "sealrelay_signed_targets_total", counter,
+            "Each signed target's first outcome, by receipt state.";
+        RECEIPT_READS = "sealrelay_receipt_reads_total", counter,
+            "Receipt reads by kind (receipt, events, admin).";
+        EVENT_STREAMS_OPEN = "sealrelay_event_streams_open", gauge,
+            "Open receipt event streams (Server-Sent Events) on this replica.";
+        ADMIN_REQUESTS = "sealrelay_admin_requests_total", counter,
+            "Admin API requests by transport (unix, tcp) and HTTP status.";
+        MAILBOX_REQUESTS = "sealrelay_mailbox_requests_total", counter,
+            "Mailbox requests by route and HTTP status.";
+        MAILBOX_RATE_LIMITED = "sealrelay_mailbox_rate_limited_total", counter,
+            "Mailbox requests refused 429 (or sockets closed 1008) by bucket.";
+        MAILBOX_PUSHES = "sealrelay_mailbox_pushes_total", counter,
+            "Pushes asked for by mailbox writes, by service and outcome (sent ones by the service's answer; skipped ones by why).";
+        MAILBOX_SOCKETS_OPEN = "sealrelay_mailbox_sockets_open", gauge,
+            "Open mailbox WebSockets on this replica by kind (watch, signal).";
+        FCM_TOKEN_REFRESHES = "sealrelay_fcm_token_refreshes_total", counter,
+            "OAuth2 access tokens fetched for FCM.";
+        SIGNAL_FRAMES = "sealrelay_signal_frames_total", counter,
+            "Signal frames from clients by result (relayed: the other side was connected; dropped).";
+        SIGNAL_BYTES = "sealrelay_signal_bytes_total", counter,
+            "Signal frame bytes relayed.";
+        SIGNAL_CLOSES = "sealrelay_signal_closes_total", counter,
+            "Signal sockets closed by the relay, by WebSocket close code.";
+        SIGNAL_FRAME_DELAY = "sealrelay_signal_frame_delay_seconds", histogram(Seconds),
+            "Signal frame delay from the sending side's replica to the receiving side's.";
+        ICE_REQUESTS = "sealrelay_ice_requests_total", counter,
+            "ICE credentials handed out by provider (stun, coturn, cloudflare) and outcome (ok, error).";
+        TRACE_EXPORT_ERRORS = "sealrelay_trace_export_errors_total", counter,
+            "OTLP trace export failures.";
+        BUILD_INFO = "sealrelay_build_info", gauge,
+            "Build information; always 1.";
+    }
+    process {
+        PROCESS_CPU = "process_cpu_seconds_total", counter,
+            "Total user and system CPU time spent in seconds.";
+        PROCESS_RSS = "process_resident_memory_bytes", gauge,
+            "Resident memory size in bytes.";
+        PROCESS_VSIZE = "process_virtual_memory_bytes", gauge,
+            "Virtual memory size in bytes.";
+        PROCESS_OPEN_FDS = "process_open_fds", gauge,
+            "Number of open file descriptors.";
+        PROCESS_MAX_FDS = "process_max_fds", gauge,
+            "Maximum number of open file descriptors.";
+        PROCESS_START = "process_start_time_seconds", gauge,
+            "Start time of the process since unix epoch in seconds.";
+    }
+}
 
 const LATENCY_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0, 10.0,
@@ -242,141 +280,6 @@ pub fn register_front_ends(
             counter!(ADMIN_REQUESTS, "transport" => transport, "status" => *status).absolute(0);
         }
     }
-}
-
-fn describe() {
-    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-    describe_counter!(
-        INTAKE_REQUESTS,
-        "Intake requests (protocol v1) by outcome and HTTP status."
-    );
-    describe_histogram!(
-        INTAKE_DURATION,
-        Unit::Seconds,
-        "Intake request duration by outcome."
-    );
-    describe_gauge!(INFLIGHT, "Intake requests being processed.");
-    describe_gauge!(
-        MAX_INFLIGHT,
-        "Intake requests processed at once before shedding (RELAY_MAX_INFLIGHT)."
-    );
-    describe_counter!(
-        APNS_REQUESTS,
-        "APNs requests by environment, HTTP status and reason."
-    );
-    describe_histogram!(
-        APNS_DURATION,
-        Unit::Seconds,
-        "APNs request duration by environment."
-    );
-    describe_counter!(TOKEN_REFRESHES, "APNs provider tokens signed.");
-    describe_histogram!(
-        STORE_DURATION,
-        Unit::Seconds,
-        "Store operation duration by operation."
-    );
-    describe_counter!(STORE_ERRORS, "Store operation errors by operation.");
-    describe_gauge!(
-        DEGRADED,
-        "1 while this replica decides on its in-process store because Redis failed."
-    );
-    describe_gauge!(
-        MEMORY_DEVICES,
-        "Devices held by the in-process policy store."
-    );
-    describe_gauge!(
-        RETRY_QUEUE_DEPTH,
-        "Notifications waiting in the retry queue; scope=shared is the Redis queue (same on every replica: use max), scope=local this replica's in-process queue (use sum)."
-    );
-    describe_gauge!(
-        RETRY_QUEUE_OLDEST_AGE,
-        Unit::Seconds,
-        "Age of the oldest waiting notification since its acceptance."
-    );
-    describe_counter!(RETRY_ATTEMPTS, "Retry-queue attempts by result.");
-    describe_counter!(
-        RETRY_UNOPENABLE,
-        "Queued notifications that could not be opened (sealed under another key) and were moved aside."
-    );
-    describe_counter!(TRACE_EXPORT_ERRORS, "OTLP trace export failures.");
-    describe_counter!(
-        FANOUT_LAGGED,
-        "Fan-out messages lost by subscribers that fell behind."
-    );
-    describe_histogram!(
-        FANOUT_DELAY,
-        Unit::Seconds,
-        "Fan-out delay from publish on one replica to receipt on another."
-    );
-    describe_gauge!(BUILD_INFO, "Build information; always 1.");
-    describe_counter!(
-        SIGNED_REQUESTS,
-        "Signed-push API requests (/v2) by route (push, receipt, events) and outcome code."
-    );
-    describe_histogram!(
-        SIGNED_DURATION,
-        Unit::Seconds,
-        "Time to answer a signed-push API request, by route."
-    );
-    describe_counter!(
-        SIGNATURE_VERIFICATIONS,
-        "Ed25519 signature verifications by result (valid, invalid)."
-    );
-    describe_counter!(
-        SIGNED_REPLAYS,
-        "Exact replays of signed pushes answered 200 with the stored receipt (nothing sent)."
-    );
-    describe_counter!(
-        SIGNED_TARGETS,
-        "Each signed target's first outcome, by receipt state."
-    );
-    describe_counter!(
-        RECEIPT_READS,
-        "Receipt reads by kind (receipt, events, admin)."
-    );
-    describe_gauge!(
-        EVENT_STREAMS_OPEN,
-        "Open receipt event streams (Server-Sent Events) on this replica."
-    );
-    describe_counter!(
-        ADMIN_REQUESTS,
-        "Admin API requests by transport (unix, tcp) and HTTP status."
-    );
-    describe_counter!(
-        MAILBOX_REQUESTS,
-        "Mailbox requests by route and HTTP status."
-    );
-    describe_counter!(
-        MAILBOX_RATE_LIMITED,
-        "Mailbox requests refused 429 (or sockets closed 1008) by bucket."
-    );
-    describe_counter!(
-        MAILBOX_PUSHES,
-        "Pushes asked for by mailbox writes, by service and outcome (sent ones by the service's answer; skipped ones by why)."
-    );
-    describe_gauge!(
-        MAILBOX_SOCKETS_OPEN,
-        "Open mailbox WebSockets on this replica by kind (watch, signal)."
-    );
-    describe_counter!(FCM_TOKEN_REFRESHES, "OAuth2 access tokens fetched for FCM.");
-    describe_counter!(
-        SIGNAL_FRAMES,
-        "Signal frames from clients by result (relayed: the other side was connected; dropped)."
-    );
-    describe_counter!(SIGNAL_BYTES, "Signal frame bytes relayed.");
-    describe_counter!(
-        SIGNAL_CLOSES,
-        "Signal sockets closed by the relay, by WebSocket close code."
-    );
-    describe_histogram!(
-        SIGNAL_FRAME_DELAY,
-        Unit::Seconds,
-        "Signal frame delay from the sending side's replica to the receiving side's."
-    );
-    describe_counter!(
-        ICE_REQUESTS,
-        "ICE credentials handed out by provider (stun, coturn, cloudflare) and outcome (ok, error)."
-    );
 }
 
 /// The status as a bounded label.
@@ -681,50 +584,22 @@ pub fn render(handle: &PrometheusHandle) -> String {
     let mut out = handle.render();
     if let Some(p) = process::read() {
         use std::fmt::Write;
-        let mut metric = |name: &str, kind: &str, help: &str, value: f64| {
-            let _ = write!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
-            );
+        let mut metric = |name: &str, value: f64| {
+            if let Some((_, kind, help)) = FAMILIES.iter().find(|(n, _, _)| *n == name) {
+                let _ = write!(
+                    out,
+                    "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+                );
+            }
         };
-        metric(
-            PROCESS_CPU,
-            "counter",
-            "Total user and system CPU time spent in seconds.",
-            p.cpu_s,
-        );
-        metric(
-            PROCESS_RSS,
-            "gauge",
-            "Resident memory size in bytes.",
-            p.rss_bytes as f64,
-        );
-        metric(
-            PROCESS_VSIZE,
-            "gauge",
-            "Virtual memory size in bytes.",
-            p.vsize_bytes as f64,
-        );
-        metric(
-            PROCESS_OPEN_FDS,
-            "gauge",
-            "Number of open file descriptors.",
-            p.open_fds as f64,
-        );
+        metric(PROCESS_CPU, p.cpu_s);
+        metric(PROCESS_RSS, p.rss_bytes as f64);
+        metric(PROCESS_VSIZE, p.vsize_bytes as f64);
+        metric(PROCESS_OPEN_FDS, p.open_fds as f64);
         if let Some(m) = p.max_fds {
-            metric(
-                PROCESS_MAX_FDS,
-                "gauge",
-                "Maximum number of open file descriptors.",
-                m as f64,
-            );
+            metric(PROCESS_MAX_FDS, m as f64);
         }
-        metric(
-            PROCESS_START,
-            "gauge",
-            "Start time of the process since unix epoch in seconds.",
-            process::start_time_s(),
-        );
+        metric(PROCESS_START, process::start_time_s());
     }
     out
 }
