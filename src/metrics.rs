@@ -180,11 +180,6 @@ fn signed_routes() -> impl Iterator<Item = &'static str> {
         .map(|(_, (route, _))| *route)
 }
 
-/// The statuses the admin API answers (200 and 201 served, 400 a bad body, 401 a TCP request
-/// without the token, 403 a socket peer of another user, 404 an unknown path or signer, 503
-/// the store not answering), registered at zero for every transport.
-const ADMIN_STATUSES: &[&str] = &["200", "201", "400", "401", "403", "404", "503"];
-
 /// APNs environments, as labelled.
 pub const ENVIRONMENTS: &[&str] = &["production", "sandbox"];
 /// Retry results, as labelled.
@@ -265,19 +260,21 @@ pub fn register_known(intake: &[(&'static str, &'static str)], store_ops: &[&'st
 
 /// Registers at zero the series whose label values the caller's types own: every receipt
 /// `state` a signed target's first outcome is counted under, and every admin API
-/// `transport` with each of [`ADMIN_STATUSES`]. (The signed routes' duration histograms are
+/// `transport` with each status it answers. (The signed routes' duration histograms are
 /// registered by [`register_known`]: a registered histogram renders its buckets, sum and
 /// count at zero before its first observation.)
 pub fn register_front_ends(
     target_states: impl IntoIterator<Item = &'static str>,
     admin_transports: impl IntoIterator<Item = &'static str>,
+    admin_statuses: &[u16],
 ) {
     for state in target_states {
         counter!(SIGNED_TARGETS, "state" => state).absolute(0);
     }
     for transport in admin_transports {
-        for status in ADMIN_STATUSES {
-            counter!(ADMIN_REQUESTS, "transport" => transport, "status" => *status).absolute(0);
+        for status in admin_statuses {
+            counter!(ADMIN_REQUESTS, "transport" => transport, "status" => status_label(*status))
+                .absolute(0);
         }
     }
 }

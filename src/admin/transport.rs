@@ -38,6 +38,20 @@ impl Transport {
     /// Every transport, for the metrics registered at start-up.
     pub const ALL: [Transport; 2] = [Transport::Socket, Transport::Tcp];
 
+    /// The statuses the admin API answers on either transport (200 and 201 served, 400 a
+    /// bad body, 401 a TCP request without the token, 403 a socket peer of another user, 404
+    /// an unknown path or signer, 503 the store not answering): the `status` label values
+    /// registered at zero for every transport.
+    pub const STATUSES: [StatusCode; 7] = [
+        StatusCode::OK,
+        StatusCode::CREATED,
+        StatusCode::BAD_REQUEST,
+        StatusCode::UNAUTHORIZED,
+        StatusCode::FORBIDDEN,
+        StatusCode::NOT_FOUND,
+        StatusCode::SERVICE_UNAVAILABLE,
+    ];
+
     /// The metric label.
     pub fn label(self) -> &'static str {
         match self {
@@ -204,7 +218,10 @@ pub async fn serve_socket(socket: BoundSocket, app: Router, stop: watch::Receive
                     req.extensions_mut().insert(Transport::Socket);
                     let resp =
                         tower::ServiceExt::oneshot(app, req.map(axum::body::Body::new)).await?;
-                    crate::metrics::admin_request("unix", resp.status().as_u16());
+                    crate::metrics::admin_request(
+                        Transport::Socket.label(),
+                        resp.status().as_u16(),
+                    );
                     Ok(resp)
                 }
             });
@@ -256,7 +273,7 @@ pub async fn serve_tcp(
                     req.extensions_mut().insert(Transport::Tcp);
                     let resp =
                         tower::ServiceExt::oneshot(app, req.map(axum::body::Body::new)).await?;
-                    crate::metrics::admin_request("tcp", resp.status().as_u16());
+                    crate::metrics::admin_request(Transport::Tcp.label(), resp.status().as_u16());
                     Ok(resp)
                 }
             },

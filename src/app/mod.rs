@@ -149,6 +149,7 @@ impl App {
         crate::metrics::register_front_ends(
             crate::store::receipts::STATES.iter().map(|s| s.as_str()),
             transport::Transport::ALL.map(transport::Transport::label),
+            &transport::Transport::STATUSES.map(|s| s.as_u16()),
         );
         let store = Arc::new(build_store(&cfg)?);
         let apns: Option<Arc<ApnsClient>> = match &cfg.delivery {
