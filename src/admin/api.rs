@@ -187,6 +187,18 @@ fn key_id(key_id: &str) -> Result<(), ApiError> {
     }
 }
 
+/// A body that could not be read: 413 when it ran over the limit, 400 when the client broke
+/// it off or sent it malformed.
+fn body_error(e: axum::Error) -> ApiError {
+    let over =
+        std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+    if over {
+        ApiError::too_large(MAX_BODY)
+    } else {
+        ApiError::invalid("the request body could not be read")
+    }
+}
+
 async fn enroll(
     State(api): State<Arc<AdminApi>>,
     Path(id): Path<String>,
@@ -195,7 +207,7 @@ async fn enroll(
     key_id(&id)?;
     let body = axum::body::to_bytes(req.into_body(), MAX_BODY)
         .await
-        .map_err(|_| ApiError::too_large(MAX_BODY))?;
+        .map_err(body_error)?;
     let e = enrolment(&body)?;
     let (signer, how) = api
         .store
@@ -260,5 +272,32 @@ async fn push(
             "unsigned pushes are taken on the admin socket only; over TCP, send signed pushes to /v2/pushes",
         )
         .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+
+    async fn read(body: Body) -> Result<axum::body::Bytes, ApiError> {
+        axum::body::to_bytes(body, MAX_BODY).await.map_err(body_error)
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_413_and_a_broken_one_400() {
+        assert!(read(Body::from(vec![b'x'; MAX_BODY])).await.is_ok());
+
+        let e = read(Body::from(vec![b'x'; MAX_BODY + 1])).await.unwrap_err();
+        assert_eq!(e.into_response().status(), StatusCode::PAYLOAD_TOO_LARGE);
+
+        // A client that breaks off mid-body: the stream fails, it is not over the limit.
+        let chunks: Vec<Result<axum::body::Bytes, std::io::Error>> = vec![
+            Ok(axum::body::Bytes::from_static(b"{\"publicKey\"")),
+            Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset")),
+        ];
+        let broken = Body::from_stream(futures_util::stream::iter(chunks));
+        let e = read(broken).await.unwrap_err();
+        assert_eq!(e.into_response().status(), StatusCode::BAD_REQUEST);
     }
 }

@@ -67,6 +67,33 @@ pub fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// What a socket directory's owner and mode allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DirCheck {
+    /// Ours (or root's), and nobody else may add or replace entries in it.
+    Private,
+    /// Ours (or root's), but others may write into it and it has no sticky bit.
+    Shared,
+    /// Owned by another user, who could replace what is in it.
+    Foreign(u32),
+}
+
+fn check_directory(meta: &std::fs::Metadata, euid: u32) -> DirCheck {
+    check_mode(meta.uid(), meta.mode(), euid)
+}
+
+fn check_mode(owner: u32, mode: u32, euid: u32) -> DirCheck {
+    if owner != euid && owner != 0 {
+        return DirCheck::Foreign(owner);
+    }
+    let sticky = mode & 0o1000 != 0;
+    if mode & 0o022 != 0 && !sticky {
+        DirCheck::Shared
+    } else {
+        DirCheck::Private
+    }
+}
+
 /// The admin socket, bound; the path is removed when this is dropped (if it is still ours).
 #[derive(Debug)]
 pub struct BoundSocket {
@@ -77,6 +104,13 @@ pub struct BoundSocket {
 
 impl BoundSocket {
     /// Binds `path` atomically with mode 0600; its directory is created 0700 if missing.
+    ///
+    /// The socket is bound inside a private staging directory (0700, beside `path`), made
+    /// 0600 there and only then renamed into place: at no moment can another user reach a
+    /// socket with the umask's looser mode. The directory itself is checked first: one owned
+    /// by another user (not root) is refused, since its owner could swap the socket for
+    /// theirs; one that others may write into without the sticky bit is used with a warning
+    /// (a pod's emptyDir is such a directory, with no other user in the pod).
     pub fn bind(path: &Path) -> std::io::Result<Self> {
         let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
@@ -88,6 +122,20 @@ impl BoundSocket {
                 .mode(0o700)
                 .create(&dir)?;
         }
+        match check_directory(&std::fs::metadata(&dir)?, effective_uid()) {
+            DirCheck::Private => {}
+            DirCheck::Shared => tracing::warn!(
+                directory = %dir.display(),
+                "the admin socket's directory can be written by other users (no sticky bit): another user could replace the socket; give it mode 0700"
+            ),
+            DirCheck::Foreign(uid) => return Err(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} belongs to uid {uid}, not to this user: its owner could replace the socket",
+                    dir.display()
+                ),
+            )),
+        }
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -95,18 +143,23 @@ impl BoundSocket {
         let mut nonce = [0u8; 6];
         ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce)
             .map_err(|_| std::io::Error::other("no randomness for the socket's temporary name"))?;
-        let temp = dir.join(format!(
+        let staging = dir.join(format!(
             ".{name}.{}.{}",
             std::process::id(),
             crate::device::hex(&nonce)
         ));
-        let listener = UnixListener::bind(&temp)?;
-        let placed = std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o600))
-            .and_then(|()| std::fs::rename(&temp, path));
-        if let Err(e) = placed {
-            let _ = std::fs::remove_file(&temp);
-            return Err(e);
-        }
+        // `create` (not `create_all`) fails if the name exists: the staging directory is
+        // ours, made with 0700 before anything is put in it.
+        std::fs::DirBuilder::new().mode(0o700).create(&staging)?;
+        let temp = staging.join("s");
+        let placed = UnixListener::bind(&temp).and_then(|listener| {
+            std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o600))?;
+            std::fs::rename(&temp, path)?;
+            Ok(listener)
+        });
+        let _ = std::fs::remove_file(&temp);
+        let _ = std::fs::remove_dir(&staging);
+        let listener = placed?;
         let meta = std::fs::symlink_metadata(path)?;
         Ok(Self {
             listener,
@@ -160,11 +213,22 @@ impl TokenCheck {
 
     /// Whether the `Authorization` header carries the token, in constant time.
     pub fn accepts(&self, authorization: Option<&[u8]>) -> bool {
-        let Some(presented) = authorization.and_then(|v| v.strip_prefix(b"Bearer ")) else {
+        let Some(presented) = authorization.and_then(bearer_credentials) else {
             return false;
         };
         ring::hmac::verify(&self.key, presented, &self.tag).is_ok()
     }
+}
+
+/// The credentials of an `Authorization: Bearer <token>` value: the scheme matched without
+/// regard to case (RFC 9110 11.1), then one or more spaces (RFC 6750 2.1).
+fn bearer_credentials(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = value.split_at_checked(b"Bearer".len())?;
+    if !scheme.eq_ignore_ascii_case(b"Bearer") || rest.first() != Some(&b' ') {
+        return None;
+    }
+    let token = rest.trim_ascii_start();
+    (!token.is_empty()).then_some(token)
 }
 
 fn refuse(status: StatusCode, e: ApiError, transport: Transport) -> Response {
@@ -306,4 +370,88 @@ fn serve_connection<S, Svc>(
     tokio::spawn(async move {
         let _ = conn.await;
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_socket_directory_is_judged_by_its_owner_and_mode() {
+        let me = 1000;
+        let cases = [
+            ("ours, 0700", me, 0o40700, DirCheck::Private),
+            ("ours, 0755", me, 0o40755, DirCheck::Private),
+            ("root's, 0755", 0, 0o40755, DirCheck::Private),
+            ("root's, sticky 1777", 0, 0o41777, DirCheck::Private),
+            ("ours, 0777 (an emptyDir)", me, 0o40777, DirCheck::Shared),
+            ("root's, group-writable 0775", 0, 0o40775, DirCheck::Shared),
+            (
+                "another user's, 0700",
+                1001,
+                0o40700,
+                DirCheck::Foreign(1001),
+            ),
+            (
+                "another user's, sticky",
+                1001,
+                0o41777,
+                DirCheck::Foreign(1001),
+            ),
+        ];
+        for (name, owner, mode, want) in cases {
+            assert_eq!(check_mode(owner, mode, me), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_matched_without_case() {
+        let cases: [(&str, &[u8], Option<&[u8]>); 8] = [
+            ("canonical", b"Bearer abc", Some(b"abc")),
+            ("lower case", b"bearer abc", Some(b"abc")),
+            ("upper case", b"BEARER abc", Some(b"abc")),
+            ("two spaces", b"Bearer  abc", Some(b"abc")),
+            ("no space", b"Bearerabc", None),
+            ("no token", b"Bearer ", None),
+            ("another scheme", b"Basic abc", None),
+            ("short", b"Bear", None),
+        ];
+        for (name, value, want) in cases {
+            assert_eq!(bearer_credentials(value), want, "{name}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bound_socket_is_0600_and_leaves_no_staging_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let path = dir.path().join("admin.sock");
+        let bound = BoundSocket::bind(&path).unwrap();
+        let mode = std::fs::symlink_metadata(&path).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, [std::ffi::OsString::from("admin.sock")]);
+        drop(bound);
+        assert!(!path.exists());
+    }
+
+    #[tokio::test]
+    async fn a_directory_of_another_user_is_refused() {
+        if effective_uid() != 0 {
+            // Only root can give a directory to another user; the judgement itself is
+            // covered above.
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let theirs = dir.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(4242), Some(4242)).unwrap();
+        let e = BoundSocket::bind(&theirs.join("admin.sock")).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(e.to_string().contains("uid 4242"), "{e}");
+        assert_eq!(std::fs::read_dir(&theirs).unwrap().count(), 0);
+    }
 }
