@@ -406,7 +406,8 @@ mod tests {
 
     #[test]
     fn the_bearer_scheme_is_matched_without_case() {
-        let cases: [(&str, &[u8], Option<&[u8]>); 8] = [
+        type Case = (&'static str, &'static [u8], Option<&'static [u8]>);
+        let cases: [Case; 8] = [
             ("canonical", b"Bearer abc", Some(b"abc")),
             ("lower case", b"bearer abc", Some(b"abc")),
             ("upper case", b"BEARER abc", Some(b"abc")),
