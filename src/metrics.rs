@@ -440,22 +440,6 @@ impl Drop for EventStreamGuard {
     }
 }
 
-/// Mailbox routes, as labelled.
-pub const MAILBOX_ROUTES: &[&str] = &[
-    "claim",
-    "erase",
-    "put",
-    "list",
-    "get",
-    "head",
-    "prune",
-    "register",
-    "unregister",
-    "watch",
-    "signal",
-    "ice",
-];
-
 /// Registers the mailbox series at zero: every route with the statuses it answers most,
 /// every bucket, every push outcome of each service.
 pub fn register_mailbox(
@@ -463,9 +447,9 @@ pub fn register_mailbox(
     services: &[&'static str],
     outcomes: &[&'static str],
 ) {
-    for route in MAILBOX_ROUTES {
+    for route in crate::mailbox::route::Route::ALL {
         for status in ["200", "201", "204", "429", "503"] {
-            counter!(MAILBOX_REQUESTS, "route" => *route, "status" => status).absolute(0);
+            counter!(MAILBOX_REQUESTS, "route" => route.as_str(), "status" => status).absolute(0);
         }
     }
     for b in buckets {
@@ -483,14 +467,11 @@ pub fn register_mailbox(
         counter!(SIGNAL_FRAMES, "result" => result).absolute(0);
     }
     counter!(SIGNAL_BYTES).absolute(0);
-    for code in SIGNAL_CLOSE_CODES {
-        counter!(SIGNAL_CLOSES, "code" => *code).absolute(0);
+    for close in crate::mailbox::signal::Close::ALL {
+        counter!(SIGNAL_CLOSES, "code" => close.as_str()).absolute(0);
     }
     let _ = histogram!(SIGNAL_FRAME_DELAY);
 }
-
-/// The close codes a signal socket is closed with by the relay, as labelled.
-pub const SIGNAL_CLOSE_CODES: &[&str] = &["1000", "1001", "1003", "1008", "1009", "4000"];
 
 /// A signal socket closed by the relay with `code`.
 pub fn signal_close(code: u16) {

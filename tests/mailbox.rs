@@ -47,6 +47,12 @@ async fn the_one_404_comes_before_authentication() {
         format!("/v1/notes/mailbox/{id}/p2c/push"),
         format!("/v1/notes/mailbox/{id}/signal/primary"),
         format!("/v1/chat/mailbox/{id}/signal/third"),
+        format!("/v1/chat/mailbox/{id}/signal/watch"),
+        format!("/v1/chat/mailbox/{id}/p2c/1/2"),
+        format!("/v1/chat/mailbox/{id}/p2c/%31"),
+        format!("/v1/chat/mailbox/{id}/"),
+        format!("/v1/chat/mailbox/%{:02X}{}", id.as_bytes()[0], &id[1..]),
+        "/v1/chat".to_owned(),
         "/v1/".to_owned(),
     ] {
         for method in ["GET", "PUT", "DELETE"] {
@@ -121,6 +127,51 @@ async fn claim_heartbeat_bearers_and_erase() {
     assert_eq!(r.header("allow"), Some("PUT, DELETE"));
 }
 
+/// Every path answers the methods it does not take with 405 and its `Allow`, before the
+/// bearer, counted under the route of the path it hit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_methods_are_405_before_the_bearer() {
+    let h = relay(Options::default()).await;
+    let m = mb(&h, 1);
+    let table: [(&str, &str, &str, &[&str]); 6] = [
+        (
+            "",
+            "PUT, DELETE",
+            "claim",
+            &["GET", "HEAD", "POST", "PATCH", "OPTIONS"],
+        ),
+        ("/p2c", "GET, HEAD, DELETE", "list", &["PUT", "POST"]),
+        ("/p2c/1", "GET, HEAD, PUT", "get", &["DELETE", "POST"]),
+        ("/p2c/watch", "GET", "watch", &["HEAD", "PUT", "DELETE"]),
+        (
+            "/p2c/push",
+            "PUT, DELETE",
+            "register",
+            &["GET", "HEAD", "POST"],
+        ),
+        ("/signal/primary", "GET", "signal", &["HEAD", "PUT"]),
+    ];
+    for (path, allow, _, methods) in table {
+        for method in methods {
+            let r = h.request(method, &m.path(path), Vec::new()).await;
+            if *method == "HEAD" {
+                assert_eq!(r.status, 405, "{method} {path}");
+            } else {
+                assert_err(&r, 405, "method_not_allowed");
+            }
+            assert_eq!(r.header("allow"), Some(allow), "{method} {path}");
+        }
+    }
+    let metrics = h.admin("/metrics").await.body;
+    for (path, _, route, _) in table {
+        let line = format!(r#"sealrelay_mailbox_requests_total{{route="{route}",status="405"}}"#);
+        assert!(
+            metrics.lines().any(|l| l.starts_with(&line)),
+            "{path}: {line}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn envelopes_every_row() {
     let h = relay(
@@ -189,6 +240,15 @@ async fn envelopes_every_row() {
     let v = m.list("p2c", "?after=20").await.json();
     assert_eq!(v["envelopes"].as_array().unwrap().len(), 1);
     assert_eq!(v["more"], false);
+    // The query is percent-decoded: `1%30` is `10`, an escaped key is that key.
+    assert_eq!(
+        m.list("p2c", "?after=1%30").await.body,
+        m.list("p2c", "?after=10").await.body
+    );
+    assert_eq!(
+        m.list("p2c", "?%61fter=1&limit=%32").await.body,
+        m.list("p2c", "?after=1&limit=2").await.body
+    );
     for bad in [
         "?limit=0",
         "?limit=257",
@@ -197,6 +257,8 @@ async fn envelopes_every_row() {
         "?after=01",
         "?limit=1&limit=2",
         "?after=9007199254740992",
+        "?after=1&%61fter=1",
+        "?x=1&x=2",
     ] {
         assert_err(&m.list("p2c", bad).await, 400, "bad_request");
     }

@@ -1,9 +1,14 @@
-//! The mailbox HTTP handlers. Every request is decided in this order: the path (the relay's
-//! one 404 for an unknown app, a malformed id or seq, an unknown path or an extension the
-//! app has not enabled), the method (405), the bearer (401), the request's own shape (400,
-//! 413), then one store round trip ([`crate::store::Store::mailbox`]) that checks the
-//! bearer's hash (404 no such mailbox, 403 another bearer's), takes the bucket's token
-//! (429) and does the operation.
+//! The mailbox router and its HTTP handlers. Every request is decided in this order: the
+//! path (the relay's one 404 for an unknown app, a malformed id or seq, an unknown path or
+//! an extension the app has not enabled), the method (405), the bearer (401), the
+//! request's own shape (400, 413), then one store round trip ([`Mailboxes::run`]) that
+//! checks the bearer's hash (404 no such mailbox, 403 another bearer's), takes the bucket's
+//! token (429) and does the operation.
+//!
+//! The router picks a handler by the path's shape and the method; a layer on every handler
+//! (and on every path's 405) checks the path first ([`path::read`]), then counts and logs
+//! the request under its [`Route`]. The handlers' extractors are the remaining checks, in
+//! order: [`Target`], [`Bearer`], then the query ([`Query`]) or the headers and the body.
 //!
 //! Store round trips: one per request; a watch or signal upgrade costs one more (the
 //! fan-out subscription, taken before the check so nothing published in between is
@@ -14,16 +19,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::extract::{FromRequestParts, Request, State};
+use axum::handler::Handler;
+use axum::http::request::Parts;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{any_service, delete, get, head, put, MethodRouter};
+use axum::Router;
 use base64::Engine;
 
-use super::auth::{self, Bearer};
+use super::auth::Bearer;
 use super::error::MailboxError;
-use super::path::{self, Route};
+use super::path::{self, Place, Target};
 use super::push::{self, Notify};
-use super::{App, Mailboxes};
+use super::query::{ListQuery, PruneQuery, Query};
+use super::route::{self, Route};
+use super::{signal, watch, Mailboxes};
 use crate::body::BodyError;
 use crate::metrics;
 use crate::store::mailbox::{Answer, Dir, Name, Op, PushDecision};
@@ -32,111 +44,128 @@ use crate::store::mailbox::{Answer, Dir, Name, Op, PushDecision};
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest push registration body.
 const MAX_REGISTRATION_BYTES: usize = 16 * 1024;
-/// Envelopes a list answers by default, and at most.
-const LIST_DEFAULT: usize = 64;
-const LIST_MAX: usize = 256;
 
-/// Every request under `/v1/`.
-pub async fn dispatch(State(m): State<Arc<Mailboxes>>, req: Request) -> Response {
+/// The mailbox paths: one per shape, under `/v1/<app>/mailbox/<id>`.
+const MAILBOX: &str = "/v1/{app}/mailbox/{id}";
+const DIRECTION: &str = "/v1/{app}/mailbox/{id}/{dir}";
+const ENVELOPE: &str = "/v1/{app}/mailbox/{id}/{dir}/{seq}";
+const WATCH: &str = "/v1/{app}/mailbox/{id}/{dir}/watch";
+const PUSH: &str = "/v1/{app}/mailbox/{id}/{dir}/push";
+const SIGNAL: &str = "/v1/{app}/mailbox/{id}/signal/{side}";
+const ICE: &str = "/v1/{app}/mailbox/{id}/ice";
+
+type S = Arc<Mailboxes>;
+
+/// Every route under `/v1/`; any other path there is the one 404. (The routes are a router
+/// of their own behind `/v1/{*rest}`: a catch-all cannot sit beside `{app}` in one router,
+/// and the relay's own 404 answers every path outside `/v1/`.)
+pub fn router(m: Arc<Mailboxes>) -> Router {
+    Router::new().route("/v1/{*rest}", any_service(mailbox_paths(m)))
+}
+
+fn mailbox_paths(m: Arc<Mailboxes>) -> Router {
+    let on = |route, methods| checked::<path::Whole>(&m, route, methods);
+    let mailbox = on(Route::Claim, put(claim).fallback(refused("PUT, DELETE")))
+        .merge(on(Route::Erase, delete(erase)));
+    let on = |route, methods| checked::<path::Direction>(&m, route, methods);
+    let direction = on(
+        Route::List,
+        get(list).fallback(refused("GET, HEAD, DELETE")),
+    )
+    .merge(on(Route::Head, head(head_of)))
+    .merge(on(Route::Prune, delete(prune)));
+    let on = |route, methods| checked::<path::Envelope>(&m, route, methods);
+    // HEAD is the GET's, without the body.
+    let envelope = on(Route::Get, get(get_one).fallback(refused("GET, HEAD, PUT")))
+        .merge(on(Route::Put, put(store)));
+    let on = |route, methods| checked::<path::Push>(&m, route, methods);
+    let push = on(
+        Route::Register,
+        put(register).fallback(refused("PUT, DELETE")),
+    )
+    .merge(on(Route::Unregister, delete(unregister)));
+    // The GET-only paths refuse HEAD too (axum would answer it with the GET).
+    let get_only = |h: MethodRouter<S>| h.head(refused("GET")).fallback(refused("GET"));
+    let watch = checked::<path::Watch>(&m, Route::Watch, get_only(get(watch::upgrade)));
+    let signal = checked::<path::Signal>(&m, Route::Signal, get_only(get(signal::upgrade)));
+    let ice = checked::<path::Ice>(&m, Route::Ice, get_only(get(ice)));
+    Router::new()
+        .route(MAILBOX, mailbox)
+        .route(DIRECTION, direction)
+        .route(ENVELOPE, envelope)
+        .route(WATCH, watch)
+        .route(PUSH, push)
+        .route(SIGNAL, signal)
+        .route(ICE, ice)
+        .fallback(not_found)
+        .with_state(m)
+}
+
+/// `methods` behind the path's check, counted and logged as `route`.
+fn checked<P: Place>(
+    m: &Arc<Mailboxes>,
+    route: Route,
+    methods: MethodRouter<S>,
+) -> MethodRouter<S> {
+    methods.layer(middleware::from_fn_with_state(
+        (m.clone(), route),
+        observe::<P>,
+    ))
+}
+
+/// The path's check (the one 404, counted as `not_found`, never logged), then the request,
+/// counted and logged under `route` with its status and latency. The checked [`Target`] is
+/// left on the request for the handler.
+async fn observe<P: Place>(
+    State((m, route)): State<(Arc<Mailboxes>, Route)>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
-    let path = req.uri().path().to_owned();
-    let Some((app, id, route)) = path::parse(&path, &m.settings.apps) else {
-        metrics::mailbox_request("not_found", 404);
+    let Some(target) = path::read::<P>(req.uri().path(), &m.settings.apps) else {
+        metrics::mailbox_request(route::NOT_FOUND, 404);
         return MailboxError::NotFound.into_response();
     };
-    let (app, id) = (app.clone(), id.to_owned());
-    let name = Name::of(&app.name, &id);
-    let method = req.method().clone();
-    let (label, resp) = match (route, &method) {
-        (Route::Mailbox, &Method::PUT) => ("claim", claim(&m, &name, req).await),
-        (Route::Mailbox, &Method::DELETE) => ("erase", erase(&m, &name, req).await),
-        (Route::Mailbox, _) => (
-            "claim",
-            MailboxError::MethodNotAllowed("PUT, DELETE").into_response(),
-        ),
-        (Route::Dir(d), &Method::GET) => ("list", list(&m, &name, d, req).await),
-        (Route::Dir(d), &Method::HEAD) => ("head", head(&m, &name, d, req).await),
-        (Route::Dir(d), &Method::DELETE) => ("prune", prune(&m, &name, d, req).await),
-        (Route::Dir(_), _) => (
-            "list",
-            MailboxError::MethodNotAllowed("GET, HEAD, DELETE").into_response(),
-        ),
-        (Route::Envelope(d, seq), &Method::PUT) => {
-            ("put", put(&m, &app, &id, &name, d, seq, req).await)
-        }
-        (Route::Envelope(d, seq), &Method::GET | &Method::HEAD) => {
-            ("get", get(&m, &name, d, seq, req).await)
-        }
-        (Route::Envelope(..), _) => (
-            "get",
-            MailboxError::MethodNotAllowed("GET, HEAD, PUT").into_response(),
-        ),
-        (Route::Watch(d), &Method::GET) => (
-            "watch",
-            super::watch::upgrade(m.clone(), name.clone(), d, req).await,
-        ),
-        (Route::Watch(_), _) => (
-            "watch",
-            MailboxError::MethodNotAllowed("GET").into_response(),
-        ),
-        (Route::Push(d), &Method::PUT) => ("register", register(&m, &id, &name, d, req).await),
-        (Route::Push(d), &Method::DELETE) => ("unregister", unregister(&m, &name, d, req).await),
-        (Route::Push(_), _) => (
-            "register",
-            MailboxError::MethodNotAllowed("PUT, DELETE").into_response(),
-        ),
-        (Route::Ice, &Method::GET) => ("ice", ice(&m, &app, &id, &name, req).await),
-        (Route::Ice, _) => ("ice", MailboxError::MethodNotAllowed("GET").into_response()),
-        (Route::Signal(side), &Method::GET) => (
-            "signal",
-            super::signal::upgrade(m.clone(), name.clone(), side, req).await,
-        ),
-        (Route::Signal(_), _) => (
-            "signal",
-            MailboxError::MethodNotAllowed("GET").into_response(),
-        ),
-    };
+    // The log names the mailbox by a prefix of its name (a hash): never the id.
+    let mailbox = target.name.as_str().get(..8).unwrap_or_default().to_owned();
+    req.extensions_mut().insert(target);
+    let resp = next.run(req).await;
     let status = resp.status().as_u16();
-    metrics::mailbox_request(label, status);
+    metrics::mailbox_request(route.as_str(), status);
     tracing::info!(
-        route = label,
+        route = route.as_str(),
         status,
-        mailbox = &name.as_str()[..8],
+        mailbox,
         latency_ms = started.elapsed().as_secs_f64() * 1000.0,
         "mailbox"
     );
     resp
 }
 
-fn bearer(headers: &HeaderMap) -> Result<Bearer, MailboxError> {
-    auth::from_headers(headers).ok_or(MailboxError::Unauthorized)
+/// A path under `/v1/` of no route.
+async fn not_found() -> MailboxError {
+    metrics::mailbox_request(route::NOT_FOUND, 404);
+    MailboxError::NotFound
 }
 
-/// One store round trip; the answers every route shares mapped to their errors.
-pub(super) async fn run(
-    m: &Mailboxes,
-    name: &Name,
-    bearer: &Bearer,
-    op: &Op,
-) -> Result<Answer, MailboxError> {
-    let answer = m
-        .store
-        .mailbox(name, bearer.hash(), op, m.now_ms(), m.settings.limits)
-        .await
-        .map_err(|e| {
-            tracing::warn!(error = %e, "mailbox: the shared store did not answer");
-            MailboxError::Unavailable
-        })?;
-    match answer {
-        Answer::NotFound => Err(MailboxError::NotFound),
-        Answer::Forbidden => Err(MailboxError::Forbidden),
-        Answer::RateLimited(s) => {
-            if let Some(b) = op.bucket() {
-                metrics::mailbox_rate_limited(b.label());
-            }
-            Err(MailboxError::RateLimited(s))
+/// The 405 of a path that takes `allow` (its check comes first, in the layer).
+fn refused(allow: &'static str) -> impl Handler<((),), S> {
+    move || async move { MailboxError::MethodNotAllowed(allow) }
+}
+
+/// `X-Relay-Notify` of a store, if given (400 if malformed).
+struct NotifyHeader(Option<Notify>);
+
+impl<T: Send + Sync> FromRequestParts<T> for NotifyHeader {
+    type Rejection = MailboxError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &T) -> Result<Self, Self::Rejection> {
+        match parts.headers.get("x-relay-notify") {
+            None => Ok(NotifyHeader(None)),
+            Some(v) => Notify::parse(v.as_bytes())
+                .map(|n| NotifyHeader(Some(n)))
+                .map_err(|_| MailboxError::BadRequest),
         }
-        a => Ok(a),
     }
 }
 
@@ -144,162 +173,111 @@ fn no_content() -> Response {
     StatusCode::NO_CONTENT.into_response()
 }
 
-fn answer(r: Result<Response, MailboxError>) -> Response {
-    r.unwrap_or_else(IntoResponse::into_response)
+fn with_type(mut r: Response, content_type: &'static str) -> Response {
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
 }
 
-async fn claim(m: &Mailboxes, name: &Name, req: Request) -> Response {
-    answer(
-        async move {
-            let b = bearer(req.headers())?;
-            Ok(match run(m, name, &b, &Op::Claim).await? {
-                Answer::Created => StatusCode::CREATED.into_response(),
-                _ => no_content(),
-            })
-        }
-        .await,
-    )
+type Answered = Result<Response, MailboxError>;
+
+async fn claim(State(m): State<S>, t: Target<path::Whole>, b: Bearer) -> Answered {
+    Ok(match m.run(&t.name, &b, &Op::Claim).await? {
+        Answer::Created => StatusCode::CREATED.into_response(),
+        _ => no_content(),
+    })
 }
 
-async fn erase(m: &Mailboxes, name: &Name, req: Request) -> Response {
-    answer(
-        async move {
-            let b = bearer(req.headers())?;
-            run(m, name, &b, &Op::Erase).await?;
-            Ok(no_content())
-        }
-        .await,
-    )
+async fn erase(State(m): State<S>, t: Target<path::Whole>, b: Bearer) -> Answered {
+    m.run(&t.name, &b, &Op::Erase).await?;
+    Ok(no_content())
 }
 
-/// The query's `key=value` pairs; a repeated key is `Err`.
-fn query(req: &Request) -> Result<Vec<(&str, &str)>, MailboxError> {
-    let mut out: Vec<(&str, &str)> = Vec::new();
-    for kv in req
-        .uri()
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .filter(|s| !s.is_empty())
-    {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        if out.iter().any(|(seen, _)| *seen == k) {
-            return Err(MailboxError::BadRequest);
+async fn list(
+    State(m): State<S>,
+    t: Target<path::Direction>,
+    b: Bearer,
+    Query(q): Query<ListQuery>,
+) -> Answered {
+    let path::Direction(dir) = t.place;
+    let op = Op::List {
+        dir,
+        after: q.after(),
+        limit: q.limit(),
+    };
+    let Answer::Listed {
+        envelopes,
+        last,
+        more,
+    } = m.run(&t.name, &b, &op).await?
+    else {
+        return Err(MailboxError::Unavailable);
+    };
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut body = String::with_capacity(
+        64 + envelopes
+            .iter()
+            .map(|e| e.data.len() * 4 / 3 + 32)
+            .sum::<usize>(),
+    );
+    body.push_str(r#"{"envelopes":["#);
+    for (i, e) in envelopes.iter().enumerate() {
+        if i > 0 {
+            body.push(',');
         }
-        out.push((k, v));
+        body.push_str(&format!(r#"{{"seq":{},"data":""#, e.seq));
+        b64.encode_string(&e.data, &mut body);
+        body.push_str(r#""}"#);
     }
-    Ok(out)
+    body.push_str(&format!(r#"],"last":{last},"more":{more}}}"#));
+    Ok(with_type(
+        (StatusCode::OK, body).into_response(),
+        "application/json",
+    ))
 }
 
-fn param<'a>(q: &[(&'a str, &'a str)], key: &str) -> Option<&'a str> {
-    q.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+async fn head_of(State(m): State<S>, t: Target<path::Direction>, b: Bearer) -> Answered {
+    let path::Direction(dir) = t.place;
+    let Answer::Head { last, count } = m.run(&t.name, &b, &Op::Head { dir }).await? else {
+        return Err(MailboxError::Unavailable);
+    };
+    let mut r = no_content();
+    r.headers_mut()
+        .insert("x-relay-last-seq", HeaderValue::from(last));
+    r.headers_mut()
+        .insert("x-relay-count", HeaderValue::from(count));
+    Ok(r)
 }
 
-async fn list(m: &Mailboxes, name: &Name, dir: Dir, req: Request) -> Response {
-    answer(
-        async move {
-            let b = bearer(req.headers())?;
-            let (after, limit) = {
-                let q = query(&req)?;
-                let after = match param(&q, "after") {
-                    None => 0,
-                    Some(v) => path::parse_seq_or_zero(v).ok_or(MailboxError::BadRequest)?,
-                };
-                let limit = match param(&q, "limit") {
-                    None => LIST_DEFAULT,
-                    Some(v) => v
-                        .parse::<usize>()
-                        .ok()
-                        .filter(|n| (1..=LIST_MAX).contains(n) && !v.starts_with('0'))
-                        .ok_or(MailboxError::BadRequest)?,
-                };
-                (after, limit)
-            };
-            let Answer::Listed {
-                envelopes,
-                last,
-                more,
-            } = run(m, name, &b, &Op::List { dir, after, limit }).await?
-            else {
-                return Err(MailboxError::Unavailable);
-            };
-            let b64 = base64::engine::general_purpose::STANDARD;
-            let mut body = String::with_capacity(
-                64 + envelopes
-                    .iter()
-                    .map(|e| e.data.len() * 4 / 3 + 32)
-                    .sum::<usize>(),
-            );
-            body.push_str(r#"{"envelopes":["#);
-            for (i, e) in envelopes.iter().enumerate() {
-                if i > 0 {
-                    body.push(',');
-                }
-                body.push_str(&format!(r#"{{"seq":{},"data":""#, e.seq));
-                b64.encode_string(&e.data, &mut body);
-                body.push_str(r#""}"#);
-            }
-            body.push_str(&format!(r#"],"last":{last},"more":{more}}}"#));
-            let mut r = (StatusCode::OK, body).into_response();
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            Ok(r)
-        }
-        .await,
+async fn prune(
+    State(m): State<S>,
+    t: Target<path::Direction>,
+    b: Bearer,
+    Query(q): Query<PruneQuery>,
+) -> Answered {
+    let path::Direction(dir) = t.place;
+    m.run(
+        &t.name,
+        &b,
+        &Op::Prune {
+            dir,
+            upto: q.upto(),
+        },
     )
+    .await?;
+    Ok(no_content())
 }
 
-async fn head(m: &Mailboxes, name: &Name, dir: Dir, req: Request) -> Response {
-    answer(
-        async move {
-            let b = bearer(req.headers())?;
-            let Answer::Head { last, count } = run(m, name, &b, &Op::Head { dir }).await? else {
-                return Err(MailboxError::Unavailable);
-            };
-            let mut r = no_content();
-            r.headers_mut()
-                .insert("x-relay-last-seq", HeaderValue::from(last));
-            r.headers_mut()
-                .insert("x-relay-count", HeaderValue::from(count));
-            Ok(r)
-        }
-        .await,
-    )
-}
-
-async fn prune(m: &Mailboxes, name: &Name, dir: Dir, req: Request) -> Response {
-    answer(
-        async move {
-            let b = bearer(req.headers())?;
-            let upto = param(&query(&req)?, "upto")
-                .and_then(path::parse_seq_or_zero)
-                .ok_or(MailboxError::BadRequest)?;
-            run(m, name, &b, &Op::Prune { dir, upto }).await?;
-            Ok(no_content())
-        }
-        .await,
-    )
-}
-
-async fn get(m: &Mailboxes, name: &Name, dir: Dir, seq: u64, req: Request) -> Response {
-    answer(
-        async move {
-            let b = bearer(req.headers())?;
-            let Answer::Got(data) = run(m, name, &b, &Op::Get { dir, seq }).await? else {
-                return Err(MailboxError::Unavailable);
-            };
-            let data = data.ok_or(MailboxError::NotFound)?;
-            let mut r = (StatusCode::OK, data).into_response();
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/octet-stream"),
-            );
-            Ok(r)
-        }
-        .await,
-    )
+async fn get_one(State(m): State<S>, t: Target<path::Envelope>, b: Bearer) -> Answered {
+    let path::Envelope(dir, seq) = t.place;
+    let Answer::Got(data) = m.run(&t.name, &b, &Op::Get { dir, seq }).await? else {
+        return Err(MailboxError::Unavailable);
+    };
+    let data = data.ok_or(MailboxError::NotFound)?;
+    Ok(with_type(
+        (StatusCode::OK, data).into_response(),
+        "application/octet-stream",
+    ))
 }
 
 /// Reads a body of at most `max` bytes within the body timeout.
@@ -312,49 +290,38 @@ async fn body(req: Request, max: usize) -> Result<Bytes, MailboxError> {
         })
 }
 
-async fn put(
-    m: &Arc<Mailboxes>,
-    app: &App,
-    id: &str,
-    name: &Name,
-    dir: Dir,
-    seq: u64,
+async fn store(
+    State(m): State<S>,
+    t: Target<path::Envelope>,
+    b: Bearer,
+    NotifyHeader(notify): NotifyHeader,
     req: Request,
-) -> Response {
-    answer(
-        async move {
-            let b = bearer(req.headers())?;
-            let notify = match req.headers().get("x-relay-notify") {
-                None => None,
-                Some(v) => Some(Notify::parse(v.as_bytes()).map_err(|_| MailboxError::BadRequest)?),
-            };
-            let data = body(req, m.settings.max_envelope_bytes).await?;
-            if data.is_empty() {
-                return Err(MailboxError::BadRequest);
+) -> Answered {
+    let path::Envelope(dir, seq) = t.place;
+    let data = body(req, m.settings.max_envelope_bytes).await?;
+    if data.is_empty() {
+        return Err(MailboxError::BadRequest);
+    }
+    // Without push= the header is accepted and ignored.
+    let asked = notify.filter(|_| t.app.push.is_some());
+    let op = Op::Put {
+        dir,
+        seq,
+        data,
+        notify: asked.is_some(),
+    };
+    match m.run(&t.name, &b, &op).await? {
+        Answer::Stored(decision) => {
+            if let (Some(notify), Some(topic)) = (asked, &t.app.push) {
+                after_write(&m, topic, &t.id, &t.name, dir, &b, notify, decision);
             }
-            // Without push= the header is accepted and ignored.
-            let asked = notify.filter(|_| app.push.is_some());
-            let op = Op::Put {
-                dir,
-                seq,
-                data,
-                notify: asked.is_some(),
-            };
-            match run(m, name, &b, &op).await? {
-                Answer::Stored(decision) => {
-                    if let (Some(notify), Some(topic)) = (asked, &app.push) {
-                        after_write(m, topic, id, name, dir, &b, notify, decision);
-                    }
-                    Ok(StatusCode::CREATED.into_response())
-                }
-                Answer::Same => Ok(no_content()),
-                Answer::Conflict => Err(MailboxError::Conflict),
-                Answer::Full => Err(MailboxError::Full),
-                _ => Err(MailboxError::Unavailable),
-            }
+            Ok(StatusCode::CREATED.into_response())
         }
-        .await,
-    )
+        Answer::Same => Ok(no_content()),
+        Answer::Conflict => Err(MailboxError::Conflict),
+        Answer::Full => Err(MailboxError::Full),
+        _ => Err(MailboxError::Unavailable),
+    }
 }
 
 /// The push a stored envelope asked for: counted when skipped, else sent in the background
@@ -416,51 +383,33 @@ fn after_write(
     });
 }
 
-async fn register(m: &Mailboxes, id: &str, name: &Name, dir: Dir, req: Request) -> Response {
-    answer(
-        async move {
-            let b = bearer(req.headers())?;
-            let data = body(req, MAX_REGISTRATION_BYTES).await?;
-            let reg = push::check(&data, &m.modules).map_err(|_| MailboxError::BadRequest)?;
-            let sealed = push::seal(&b, id, dir, &reg);
-            run(m, name, &b, &Op::Register { dir, sealed }).await?;
-            Ok(no_content())
-        }
-        .await,
-    )
+async fn register(State(m): State<S>, t: Target<path::Push>, b: Bearer, req: Request) -> Answered {
+    let path::Push(dir) = t.place;
+    let data = body(req, MAX_REGISTRATION_BYTES).await?;
+    let reg = push::check(&data, &m.modules).map_err(|_| MailboxError::BadRequest)?;
+    let sealed = push::seal(&b, &t.id, dir, &reg);
+    m.run(&t.name, &b, &Op::Register { dir, sealed }).await?;
+    Ok(no_content())
 }
 
-async fn unregister(m: &Mailboxes, name: &Name, dir: Dir, req: Request) -> Response {
-    answer(
-        async move {
-            let b = bearer(req.headers())?;
-            run(m, name, &b, &Op::Unregister { dir }).await?;
-            Ok(no_content())
-        }
-        .await,
-    )
+async fn unregister(State(m): State<S>, t: Target<path::Push>, b: Bearer) -> Answered {
+    let path::Push(dir) = t.place;
+    m.run(&t.name, &b, &Op::Unregister { dir }).await?;
+    Ok(no_content())
 }
 
-async fn ice(m: &Mailboxes, app: &App, id: &str, name: &Name, req: Request) -> Response {
-    answer(
-        async move {
-            let b = bearer(req.headers())?;
-            // The path exists only for apps with `ice`, and start-up refuses `ice` without a
-            // provider: `m.ice` is there.
-            let ice = m.ice.as_ref().ok_or(MailboxError::NotFound)?;
-            run(m, name, &b, &Op::Ice).await?;
-            let now_s = (m.now_ms() / 1000).max(0) as u64;
-            let v = ice
-                .servers(&app.name, id, now_s)
-                .await
-                .map_err(|_| MailboxError::Upstream)?;
-            let mut r = (StatusCode::OK, v.to_string()).into_response();
-            r.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            Ok(r)
-        }
-        .await,
-    )
+async fn ice(State(m): State<S>, t: Target<path::Ice>, b: Bearer) -> Answered {
+    // The path exists only for apps with `ice`, and start-up refuses `ice` without a
+    // provider: `m.ice` is there.
+    let ice = m.ice.as_ref().ok_or(MailboxError::NotFound)?;
+    m.run(&t.name, &b, &Op::Ice).await?;
+    let now_s = (m.now_ms() / 1000).max(0) as u64;
+    let v = ice
+        .servers(&t.app.name, &t.id, now_s)
+        .await
+        .map_err(|_| MailboxError::Upstream)?;
+    Ok(with_type(
+        (StatusCode::OK, v.to_string()).into_response(),
+        "application/json",
+    ))
 }

@@ -2,7 +2,11 @@
 //! set headers) the offered subprotocol `zerobyte.bearer.<token>`, which the relay never
 //! echoes. The relay keeps and compares only its SHA-256.
 
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap};
+
+use super::error::MailboxError;
 
 /// The subprotocol every mailbox socket speaks.
 pub const SUBPROTOCOL: &str = "zerobyte.v1";
@@ -60,6 +64,15 @@ pub fn from_headers(headers: &HeaderMap) -> Option<Bearer> {
     }
     let token = value.to_str().ok()?.strip_prefix("Bearer ")?.trim();
     is_bearer(token).then(|| Bearer::new(token))
+}
+
+/// The bearer of an HTTP request as an extractor: 401 without a usable one.
+impl<S: Send + Sync> FromRequestParts<S> for Bearer {
+    type Rejection = MailboxError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        from_headers(&parts.headers).ok_or(MailboxError::Unauthorized)
+    }
 }
 
 /// The bearer of a WebSocket upgrade: the header, else the offered

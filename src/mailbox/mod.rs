@@ -2,18 +2,27 @@
 //! extensions): two devices of a link exchange sealed envelopes through the relay, which
 //! stores opaque bytes and keeps only the SHA-256 of the link's bearer.
 //!
-//! - [`path`]: the request's path into a [`path::Route`], or the relay's one 404, before any
+//! - [`api`]: the router and the HTTP handlers, one store round trip each
+//!   ([`crate::store::mailbox`]);
+//! - [`route`]: the routes as the metrics label them;
+//! - [`path`]: the request's path into a [`path::Target`], or the relay's one 404, before any
 //!   authentication;
+//! - [`query`]: the query, percent-decoded, into the route's own type;
 //! - [`auth`]: the bearer, from `Authorization` or the `zerobyte.bearer.<token>`
 //!   subprotocol;
-//! - [`api`]: the HTTP handlers, one store round trip each ([`crate::store::mailbox`]);
+//! - `socket`: the upgrade checks the two sockets share;
 //! - [`watch`]: the watch WebSocket (`seq <n>` from any replica, `ping`/`pong`, the
 //!   foreground);
-//! - [`signal`]: the signal rendezvous across replicas (presence, replacement, frames);
+//! - [`signal`]: the signal rendezvous across replicas (presence, replacement, frames) and
+//!   the close codes of both sockets;
 //! - [`push`]: registrations (checked by the service's module, sealed at rest) and the
 //!   best-effort push after a write;
 //! - [`ice`]: STUN/TURN credentials (STUN, coturn's REST scheme, Cloudflare Realtime);
 //! - [`error`]: the spec's error shape.
+//!
+//! The modules import downwards only: `api` routes to `watch` and `signal`, both use
+//! `socket`; `route`, `path`, `query`, `auth` and `error` are leaves; the one store round
+//! trip every handler shares is [`Mailboxes::run`], here.
 //!
 //! Every limit is the store's, so it holds across replicas; every live socket listens on
 //! the mailbox's fan-out channel, so a write or an erase on any replica reaches it.
@@ -24,7 +33,10 @@ pub mod error;
 pub mod ice;
 pub mod path;
 pub mod push;
+pub mod query;
+pub mod route;
 pub mod signal;
+mod socket;
 pub mod watch;
 
 use std::sync::Arc;
@@ -32,8 +44,11 @@ use std::sync::Arc;
 use tokio::sync::watch as stop_watch;
 
 use crate::clock::Clock;
-use crate::store::mailbox::Limits;
+use crate::store::mailbox::{Answer, Limits, Name, Op};
 use crate::store::Store;
+
+use auth::Bearer;
+use error::MailboxError;
 
 /// One app served mailboxes (`RELAY_APPS`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,11 +122,32 @@ impl Mailboxes {
     fn now_ms(&self) -> i64 {
         self.clock.now_ms()
     }
+
+    /// One store round trip; the answers every route shares mapped to their errors.
+    async fn run(&self, name: &Name, bearer: &Bearer, op: &Op) -> Result<Answer, MailboxError> {
+        let answer = self
+            .store
+            .mailbox(name, bearer.hash(), op, self.now_ms(), self.settings.limits)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "mailbox: the shared store did not answer");
+                MailboxError::Unavailable
+            })?;
+        match answer {
+            Answer::NotFound => Err(MailboxError::NotFound),
+            Answer::Forbidden => Err(MailboxError::Forbidden),
+            Answer::RateLimited(s) => {
+                if let Some(b) = op.bucket() {
+                    crate::metrics::mailbox_rate_limited(b.label());
+                }
+                Err(MailboxError::RateLimited(s))
+            }
+            a => Ok(a),
+        }
+    }
 }
 
 /// The mailbox routes: everything under `/v1/`.
 pub fn routes(m: Arc<Mailboxes>) -> axum::Router {
-    axum::Router::new()
-        .route("/v1/{*rest}", axum::routing::any(api::dispatch))
-        .with_state(m)
+    api::router(m)
 }

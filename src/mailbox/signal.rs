@@ -29,15 +29,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::{Message, WebSocket};
-use axum::extract::Request;
-use axum::response::{IntoResponse, Response};
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use axum::extract::{Request, State};
+use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::api::run;
 use super::auth::Bearer;
 use super::error::MailboxError;
-use super::watch::{accept, close, GOING_AWAY, NORMAL, UNSUPPORTED};
+use super::path::{self, Target};
+use super::socket::accept;
 use super::Mailboxes;
 use crate::metrics;
 use crate::policy::gcra_take;
@@ -69,12 +69,81 @@ pub const PEER_TIMEOUT: Duration = Duration::from_secs(15);
 /// How often a socket checks that its peer is still heard from.
 pub const CHECK: Duration = Duration::from_secs(1);
 
-/// The frame is larger than [`MAX_FRAME`].
-pub const TOO_BIG: u16 = 1009;
-/// The side sends faster than its bucket.
-pub const POLICY: u16 = 1008;
-/// A newer socket took this side.
-pub const REPLACED: u16 = 4000;
+/// How the relay closes a mailbox socket: the code, its one reason, its metric label. The
+/// watch socket closes with the first three.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Close {
+    /// 1000: the mailbox was erased.
+    Normal,
+    /// 1001: the relay is stopping (or lost its fan-out).
+    GoingAway,
+    /// 1003: a message the protocol does not take.
+    Unsupported,
+    /// 1008: the side sends faster than its frame bucket.
+    Policy,
+    /// 1009: the frame is larger than [`MAX_FRAME`].
+    TooBig,
+    /// 4000: a newer socket took this side.
+    Replaced,
+}
+
+impl Close {
+    /// Every close, in the order the metrics register them.
+    pub const ALL: [Close; 6] = [
+        Close::Normal,
+        Close::GoingAway,
+        Close::Unsupported,
+        Close::Policy,
+        Close::TooBig,
+        Close::Replaced,
+    ];
+
+    /// The close code.
+    pub fn code(self) -> u16 {
+        match self {
+            Close::Normal => 1000,
+            Close::GoingAway => 1001,
+            Close::Unsupported => 1003,
+            Close::Policy => 1008,
+            Close::TooBig => 1009,
+            Close::Replaced => 4000,
+        }
+    }
+
+    /// The label: the code in decimal.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Close::Normal => "1000",
+            Close::GoingAway => "1001",
+            Close::Unsupported => "1003",
+            Close::Policy => "1008",
+            Close::TooBig => "1009",
+            Close::Replaced => "4000",
+        }
+    }
+
+    /// The reason sent with the code.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Close::Normal => "erased",
+            Close::GoingAway => "going away",
+            Close::Unsupported => "unsupported",
+            Close::Policy => "too many frames",
+            Close::TooBig => "frame too large",
+            Close::Replaced => "replaced",
+        }
+    }
+
+    /// Sends the close frame (a socket already gone is no error).
+    pub async fn send(self, socket: &mut WebSocket) {
+        let _ = socket
+            .send(Message::Close(Some(CloseFrame {
+                code: self.code(),
+                reason: self.reason().into(),
+            })))
+            .await;
+    }
+}
 
 /// One signal message on the fan-out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,22 +258,26 @@ fn socket_id() -> [u8; 16] {
 /// The signal upgrade. Round trips: the two fan-out subscriptions (the mailbox's channel
 /// for `erase`, its signal channel) and one script (bearer, bucket, the side's frame
 /// bucket); one more when the socket closes (the frame bucket handed back).
-pub async fn upgrade(m: Arc<Mailboxes>, name: Name, side: Side, req: Request) -> Response {
+pub async fn upgrade(
+    State(m): State<Arc<Mailboxes>>,
+    target: Target<path::Signal>,
+    req: Request,
+) -> Result<Response, MailboxError> {
+    let (name, path::Signal(side)) = (target.name, target.place);
     let channel = m.store.signal_channel(&name);
-    let signals = match m.store.fanout().subscribe(&channel).await {
-        Ok(s) => s,
-        Err(_) => return MailboxError::Unavailable.into_response(),
-    };
+    let signals = m
+        .store
+        .fanout()
+        .subscribe(&channel)
+        .await
+        .map_err(|_| MailboxError::Unavailable)?;
     let (upgrade, answer, bearer, events) =
-        match accept(&m, &name, req, READ_LIMIT, Op::SignalOpen { side }).await {
-            Ok(x) => x,
-            Err(e) => return e.into_response(),
-        };
+        accept(&m, &name, req, READ_LIMIT, Op::SignalOpen { side }).await?;
     let tat = match answer {
         Answer::Frames(t) => t,
         _ => 0,
     };
-    upgrade.on_upgrade(move |socket| async move {
+    Ok(upgrade.on_upgrade(move |socket| async move {
         let s = Session {
             m,
             name,
@@ -217,7 +290,7 @@ pub async fn upgrade(m: Arc<Mailboxes>, name: Name, side: Side, req: Request) ->
             peer: None,
         };
         s.serve(socket, events, signals).await;
-    })
+    }))
 }
 
 struct Session {
@@ -236,8 +309,8 @@ struct Session {
 
 /// Why a session ended.
 enum End {
-    /// The relay closed it with this code.
-    Closed(u16),
+    /// The relay closed it.
+    Closed(Close),
     /// The client left (or the connection broke).
     Left,
 }
@@ -270,9 +343,9 @@ impl Session {
         })
         .await;
         let end = self.run(&mut socket, &mut events, &mut signals).await;
-        if let End::Closed(code) = end {
-            metrics::signal_close(code);
-            if code != REPLACED {
+        if let End::Closed(close) = end {
+            metrics::signal_close(close.code());
+            if close != Close::Replaced {
                 // A replaced socket says no goodbye: its side is still there, in its successor.
                 self.publish(Note::Bye {
                     side: self.side,
@@ -291,7 +364,7 @@ impl Session {
             side: self.side,
             tat_us: self.tat_us,
         };
-        let _ = run(&self.m, &self.name, &self.bearer, &op).await;
+        let _ = self.m.run(&self.name, &self.bearer, &op).await;
     }
 
     async fn run(
@@ -309,15 +382,15 @@ impl Session {
                 msg = socket.recv() => match msg {
                     Some(Ok(Message::Binary(data))) => {
                         if data.len() > MAX_FRAME {
-                            close(socket, TOO_BIG, "frame too large").await;
-                            return End::Closed(TOO_BIG);
+                            Close::TooBig.send(socket).await;
+                            return End::Closed(Close::TooBig);
                         }
                         match gcra_take(self.tat_us, now_us(), emission, capacity) {
                             Ok(t) => self.tat_us = t,
                             Err(_) => {
                                 metrics::mailbox_rate_limited(Bucket::Frames(self.side).label());
-                                close(socket, POLICY, "too many frames").await;
-                                return End::Closed(POLICY);
+                                Close::Policy.send(socket).await;
+                                return End::Closed(Close::Policy);
                             }
                         }
                         if self.peer.is_some() {
@@ -334,22 +407,22 @@ impl Session {
                     }
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                     Some(Ok(Message::Text(_))) => {
-                        close(socket, UNSUPPORTED, "unsupported").await;
-                        return End::Closed(UNSUPPORTED);
+                        Close::Unsupported.send(socket).await;
+                        return End::Closed(Close::Unsupported);
                     }
                     Some(Ok(Message::Close(_))) | None => return End::Left,
                     // A message over READ_LIMIT: tungstenite stopped reading it, and the
                     // close frame can still be written. Anything else broke the connection.
                     Some(Err(e)) if over_read_limit(&e) => {
-                        close(socket, TOO_BIG, "frame too large").await;
-                        return End::Closed(TOO_BIG);
+                        Close::TooBig.send(socket).await;
+                        return End::Closed(Close::TooBig);
                     }
                     Some(Err(_)) => return End::Left,
                 },
                 note = signals.recv() => {
                     let Some(note) = note else {
-                        close(socket, GOING_AWAY, "going away").await;
-                        return End::Closed(GOING_AWAY);
+                        Close::GoingAway.send(socket).await;
+                        return End::Closed(Close::GoingAway);
                     };
                     if let Some(end) = self.on_note(socket, &note).await {
                         return end;
@@ -357,13 +430,13 @@ impl Session {
                 },
                 ev = events.recv() => match ev {
                     Some(ev) if &ev[..] == b"erase" => {
-                        close(socket, NORMAL, "erased").await;
-                        return End::Closed(NORMAL);
+                        Close::Normal.send(socket).await;
+                        return End::Closed(Close::Normal);
                     }
                     Some(_) => {}
                     None => {
-                        close(socket, GOING_AWAY, "going away").await;
-                        return End::Closed(GOING_AWAY);
+                        Close::GoingAway.send(socket).await;
+                        return End::Closed(Close::GoingAway);
                     }
                 },
                 _ = beat.tick() => {
@@ -378,8 +451,8 @@ impl Session {
                     }
                 },
                 _ = stop.changed() => {
-                    close(socket, GOING_AWAY, "going away").await;
-                    return End::Closed(GOING_AWAY);
+                    Close::GoingAway.send(socket).await;
+                    return End::Closed(Close::GoingAway);
                 }
             }
         }
@@ -399,8 +472,8 @@ impl Session {
                 && id != self.id
                 && (opened_us, id) > (self.opened_us, self.id) =>
             {
-                close(socket, REPLACED, "replaced").await;
-                return Some(End::Closed(REPLACED));
+                Close::Replaced.send(socket).await;
+                return Some(End::Closed(Close::Replaced));
             }
             Note::Hello { side, id, .. } if side == other => {
                 self.publish(Note::Here {

@@ -16,13 +16,15 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{FromRequestParts, Request};
-use axum::response::{IntoResponse, Response};
+use axum::extract::ws::{Message, WebSocket};
+use axum::extract::{Request, State};
+use axum::response::Response;
 
-use super::api::run;
-use super::auth::{self, Bearer};
+use super::auth::Bearer;
 use super::error::MailboxError;
+use super::path::{self, Target};
+use super::signal::Close;
+use super::socket::accept;
 use super::Mailboxes;
 use crate::store::fanout::Subscription;
 use crate::store::mailbox::{Answer, Dir, Name, Op};
@@ -32,63 +34,27 @@ const MAX_MESSAGE: usize = 4096;
 /// How often a socket writes its foreground mark at most.
 const PING_WRITE_EVERY: Duration = Duration::from_secs(1);
 
-/// Close codes.
-pub const NORMAL: u16 = 1000;
-/// The relay is stopping.
-pub const GOING_AWAY: u16 = 1001;
-/// A message the protocol does not take.
-pub const UNSUPPORTED: u16 = 1003;
-
-/// Sends a close frame.
-pub async fn close(socket: &mut WebSocket, code: u16, reason: &'static str) {
-    let _ = socket
-        .send(Message::Close(Some(CloseFrame {
-            code,
-            reason: reason.into(),
-        })))
-        .await;
-}
-
-/// A checked upgrade: the upgrade ready to take, the store's answer, the bearer, the
-/// subscription to the mailbox's channel.
-pub(super) type Accepted = (WebSocketUpgrade, Answer, Bearer, Subscription);
-
-/// The checks of a mailbox socket's upgrade, shared by watch and signal: the bearer, the
-/// fan-out subscription, the store's check and bucket (`op`). The upgrade, ready to take.
-pub(super) async fn accept(
-    m: &Mailboxes,
-    name: &Name,
-    req: Request,
-    max_message: usize,
-    op: Op,
-) -> Result<Accepted, MailboxError> {
-    let (mut parts, _) = req.into_parts();
-    let bearer = auth::from_upgrade(&parts.headers).ok_or(MailboxError::Unauthorized)?;
-    let upgrade = WebSocketUpgrade::from_request_parts(&mut parts, &())
-        .await
-        .map_err(|_| MailboxError::BadRequest)?;
-    let sub = m
-        .store
-        .fanout()
-        .subscribe(&m.store.mailbox_channel(name))
-        .await
-        .map_err(|_| MailboxError::Unavailable)?;
-    let answer = run(m, name, &bearer, &op).await?;
-    let upgrade = upgrade
-        .protocols([auth::SUBPROTOCOL])
-        .max_message_size(max_message)
-        .max_frame_size(max_message);
-    Ok((upgrade, answer, bearer, sub))
-}
-
 /// The watch upgrade.
-pub async fn upgrade(m: Arc<Mailboxes>, name: Name, dir: Dir, req: Request) -> Response {
-    match accept(&m, &name, req, MAX_MESSAGE, Op::Socket).await {
-        Err(e) => e.into_response(),
-        Ok((upgrade, _, bearer, sub)) => {
-            upgrade.on_upgrade(move |socket| serve(m, name, dir, bearer, sub, socket))
-        }
-    }
+pub async fn upgrade(
+    State(m): State<Arc<Mailboxes>>,
+    target: Target<path::Watch>,
+    req: Request,
+) -> Result<Response, MailboxError> {
+    let (name, path::Watch(dir)) = (target.name, target.place);
+    let (upgrade, _, bearer, sub) = accept(&m, &name, req, MAX_MESSAGE, Op::Socket).await?;
+    Ok(upgrade.on_upgrade(move |socket| serve(m, name, dir, bearer, sub, socket)))
+}
+
+/// The seq of a store on `dir` that a fan-out note tells (`seq <dir> <n>`); `None` for a
+/// note of the other direction or of anything else.
+fn stored_seq(note: &[u8], dir: Dir) -> Option<u64> {
+    std::str::from_utf8(note)
+        .ok()?
+        .strip_prefix("seq ")?
+        .strip_prefix(dir.as_str())?
+        .strip_prefix(' ')?
+        .parse()
+        .ok()
 }
 
 async fn serve(
@@ -107,7 +73,6 @@ async fn serve(
     let mut resyncing = true;
     let mut last_sent = 0u64;
     let mut last_ping_write: Option<Instant> = None;
-    let prefix = format!("seq {} ", dir.as_str());
     loop {
         tokio::select! {
             msg = socket.recv() => match msg {
@@ -119,31 +84,27 @@ async fn serve(
                         last_ping_write = Some(Instant::now());
                         // The foreground mark is best effort: a failed write only means a
                         // push may be sent.
-                        let _ = run(&m, &name, &bearer, &Op::Ping { dir }).await;
+                        let _ = m.run(&name, &bearer, &Op::Ping { dir }).await;
                     }
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                 Some(Ok(Message::Text(_) | Message::Binary(_))) => {
-                    close(&mut socket, UNSUPPORTED, "unsupported").await;
+                    Close::Unsupported.send(&mut socket).await;
                     return;
                 }
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
             },
             note = sub.recv() => match note {
                 None => {
-                    close(&mut socket, GOING_AWAY, "going away").await;
+                    Close::GoingAway.send(&mut socket).await;
                     return;
                 }
                 Some(note) => {
                     if &note[..] == b"erase" {
-                        close(&mut socket, NORMAL, "erased").await;
+                        Close::Normal.send(&mut socket).await;
                         return;
                     }
-                    let Some(seq) = std::str::from_utf8(&note)
-                        .ok()
-                        .and_then(|n| n.strip_prefix(prefix.as_str()))
-                        .and_then(|n| n.parse::<u64>().ok())
-                    else {
+                    let Some(seq) = stored_seq(&note, dir) else {
                         continue;
                     };
                     last_sent = last_sent.max(seq);
@@ -157,7 +118,7 @@ async fn serve(
                     resyncing = false;
                     continue;
                 }
-                match run(&m, &name, &bearer, &Op::Head { dir }).await {
+                match m.run(&name, &bearer, &Op::Head { dir }).await {
                     Ok(Answer::Head { last, .. }) if last > last_sent => {
                         last_sent = last;
                         if socket.send(Message::Text(format!("seq {last}").into())).await.is_err() {
@@ -165,16 +126,39 @@ async fn serve(
                         }
                     }
                     Err(MailboxError::NotFound) => {
-                        close(&mut socket, NORMAL, "erased").await;
+                        Close::Normal.send(&mut socket).await;
                         return;
                     }
                     _ => {}
                 }
             },
             _ = stop.changed() => {
-                close(&mut socket, GOING_AWAY, "going away").await;
+                Close::GoingAway.send(&mut socket).await;
                 return;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn notes_of_this_direction_only() {
+        assert_eq!(stored_seq(b"seq p2c 7", Dir::P2c), Some(7));
+        assert_eq!(stored_seq(b"seq c2p 7", Dir::P2c), None);
+        assert_eq!(stored_seq(b"seq p2c", Dir::P2c), None);
+        assert_eq!(stored_seq(b"seq p2c x", Dir::P2c), None);
+        assert_eq!(stored_seq(b"erase", Dir::P2c), None);
+        assert_eq!(stored_seq(b"\xffseq p2c 1", Dir::P2c), None);
+    }
+
+    proptest! {
+        #[test]
+        fn no_note_panics(b in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let _ = stored_seq(&b, Dir::P2c);
         }
     }
 }
