@@ -440,57 +440,71 @@ impl Drop for EventStreamGuard {
     }
 }
 
-/// Registers the mailbox series at zero: every route with the statuses it answers most,
-/// every bucket, every push outcome of each service.
-pub fn register_mailbox(
-    buckets: &[&'static str],
-    services: &[&'static str],
-    outcomes: &[&'static str],
-) {
-    for route in crate::mailbox::route::Route::ALL {
-        for status in ["200", "201", "204", "429", "503"] {
-            counter!(MAILBOX_REQUESTS, "route" => route.as_str(), "status" => status).absolute(0);
+/// The label values of the mailbox series, from the types that own them.
+#[derive(Debug, Clone, Copy)]
+pub struct MailboxLabels<'a> {
+    /// Every route.
+    pub routes: &'a [&'static str],
+    /// The statuses each route is registered with at zero (those it answers most).
+    pub statuses: &'a [u16],
+    /// Every rate-limit bucket.
+    pub buckets: &'a [&'static str],
+    /// Every push service.
+    pub services: &'a [&'static str],
+    /// Every push outcome.
+    pub outcomes: &'a [&'static str],
+    /// Every kind of socket.
+    pub sockets: &'a [&'static str],
+    /// Every close code the relay closes a signal socket with.
+    pub closes: &'a [&'static str],
+}
+
+/// Registers the mailbox series at zero: every route with its usual statuses, every bucket,
+/// every push outcome of each service, every socket kind, signal result and close code.
+pub fn register_mailbox(l: MailboxLabels<'_>) {
+    for route in l.routes {
+        for status in l.statuses {
+            counter!(MAILBOX_REQUESTS, "route" => *route, "status" => status_label(*status))
+                .absolute(0);
         }
     }
-    for b in buckets {
+    for b in l.buckets {
         counter!(MAILBOX_RATE_LIMITED, "bucket" => *b).absolute(0);
     }
-    for s in services {
-        for o in outcomes {
+    for s in l.services {
+        for o in l.outcomes {
             counter!(MAILBOX_PUSHES, "service" => *s, "outcome" => *o).absolute(0);
         }
     }
-    for kind in ["watch", "signal"] {
-        gauge!(MAILBOX_SOCKETS_OPEN, "kind" => kind).set(0.0);
+    for kind in l.sockets {
+        gauge!(MAILBOX_SOCKETS_OPEN, "kind" => *kind).set(0.0);
     }
-    for result in ["relayed", "dropped"] {
-        counter!(SIGNAL_FRAMES, "result" => result).absolute(0);
+    for relayed in [true, false] {
+        counter!(SIGNAL_FRAMES, "result" => frame_result(relayed)).absolute(0);
     }
     counter!(SIGNAL_BYTES).absolute(0);
-    for close in crate::mailbox::signal::Close::ALL {
-        counter!(SIGNAL_CLOSES, "code" => close.as_str()).absolute(0);
+    for close in l.closes {
+        counter!(SIGNAL_CLOSES, "code" => *close).absolute(0);
     }
     let _ = histogram!(SIGNAL_FRAME_DELAY);
 }
 
-/// A signal socket closed by the relay with `code`.
-pub fn signal_close(code: u16) {
-    let label = match code {
-        1000 => "1000",
-        1001 => "1001",
-        1003 => "1003",
-        1008 => "1008",
-        1009 => "1009",
-        4000 => "4000",
-        _ => "other",
-    };
-    counter!(SIGNAL_CLOSES, "code" => label).increment(1);
+/// A signal socket closed by the relay, by its close code's label.
+pub fn signal_close(code: &'static str) {
+    counter!(SIGNAL_CLOSES, "code" => code).increment(1);
+}
+
+fn frame_result(relayed: bool) -> &'static str {
+    if relayed {
+        "relayed"
+    } else {
+        "dropped"
+    }
 }
 
 /// A signal frame from a client: relayed (the other side was there) or dropped.
 pub fn signal_frame(relayed: bool, bytes: usize) {
-    let result = if relayed { "relayed" } else { "dropped" };
-    counter!(SIGNAL_FRAMES, "result" => result).increment(1);
+    counter!(SIGNAL_FRAMES, "result" => frame_result(relayed)).increment(1);
     if relayed {
         counter!(SIGNAL_BYTES).increment(bytes as u64);
     }

@@ -104,11 +104,15 @@ impl Mailboxes {
         ice: Option<ice::Ice>,
         stop: stop_watch::Receiver<bool>,
     ) -> Self {
-        crate::metrics::register_mailbox(
-            crate::store::mailbox::BUCKET_LABELS,
-            push::SERVICES,
-            push::OUTCOMES,
-        );
+        crate::metrics::register_mailbox(crate::metrics::MailboxLabels {
+            routes: &route::Route::ALL.map(route::Route::as_str),
+            statuses: &route::Route::USUAL_STATUSES,
+            buckets: crate::store::mailbox::BUCKET_LABELS,
+            services: push::SERVICES,
+            outcomes: push::OUTCOMES,
+            sockets: &socket::Kind::ALL.map(socket::Kind::as_str),
+            closes: &signal::Close::ALL.map(signal::Close::as_str),
+        });
         Self {
             settings,
             store,

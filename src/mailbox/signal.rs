@@ -335,7 +335,7 @@ impl Session {
         mut events: Subscription,
         mut signals: Subscription,
     ) {
-        let _open = metrics::SocketGuard::open("signal");
+        let _open = metrics::SocketGuard::open(super::socket::Kind::Signal.as_str());
         self.publish(Note::Hello {
             side: self.side,
             id: self.id,
@@ -344,7 +344,7 @@ impl Session {
         .await;
         let end = self.run(&mut socket, &mut events, &mut signals).await;
         if let End::Closed(close) = end {
-            metrics::signal_close(close.code());
+            metrics::signal_close(close.as_str());
             if close != Close::Replaced {
                 // A replaced socket says no goodbye: its side is still there, in its successor.
                 self.publish(Note::Bye {

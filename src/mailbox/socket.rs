@@ -13,6 +13,28 @@ use super::Mailboxes;
 use crate::store::fanout::Subscription;
 use crate::store::mailbox::{Answer, Name, Op};
 
+/// The kinds of mailbox socket, as labelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `GET .../<dir>/watch`.
+    Watch,
+    /// `GET .../signal/<side>`.
+    Signal,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 2] = [Kind::Watch, Kind::Signal];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Watch => "watch",
+            Kind::Signal => "signal",
+        }
+    }
+}
+
 /// A checked upgrade: the upgrade ready to take, the store's answer, the bearer, the
 /// subscription to the mailbox's channel.
 pub(super) type Accepted = (WebSocketUpgrade, Answer, Bearer, Subscription);

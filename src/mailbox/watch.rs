@@ -65,7 +65,7 @@ async fn serve(
     mut sub: Subscription,
     mut socket: WebSocket,
 ) {
-    let _open = crate::metrics::SocketGuard::open("watch");
+    let _open = crate::metrics::SocketGuard::open(super::socket::Kind::Watch.as_str());
     let mut stop = m.stop.clone();
     let mut resyncs = m.store.fanout().resyncs();
     // Only reconnects from now on count.
