@@ -281,20 +281,27 @@ mod tests {
     use axum::body::Body;
 
     async fn read(body: Body) -> Result<axum::body::Bytes, ApiError> {
-        axum::body::to_bytes(body, MAX_BODY).await.map_err(body_error)
+        axum::body::to_bytes(body, MAX_BODY)
+            .await
+            .map_err(body_error)
     }
 
     #[tokio::test]
     async fn a_body_over_the_limit_is_413_and_a_broken_one_400() {
         assert!(read(Body::from(vec![b'x'; MAX_BODY])).await.is_ok());
 
-        let e = read(Body::from(vec![b'x'; MAX_BODY + 1])).await.unwrap_err();
+        let e = read(Body::from(vec![b'x'; MAX_BODY + 1]))
+            .await
+            .unwrap_err();
         assert_eq!(e.into_response().status(), StatusCode::PAYLOAD_TOO_LARGE);
 
         // A client that breaks off mid-body: the stream fails, it is not over the limit.
         let chunks: Vec<Result<axum::body::Bytes, std::io::Error>> = vec![
             Ok(axum::body::Bytes::from_static(b"{\"publicKey\"")),
-            Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset")),
+            Err(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "reset",
+            )),
         ];
         let broken = Body::from_stream(futures_util::stream::iter(chunks));
         let e = read(broken).await.unwrap_err();

@@ -128,13 +128,15 @@ impl BoundSocket {
                 directory = %dir.display(),
                 "the admin socket's directory can be written by other users (no sticky bit): another user could replace the socket; give it mode 0700"
             ),
-            DirCheck::Foreign(uid) => return Err(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!(
+            DirCheck::Foreign(uid) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
                     "{} belongs to uid {uid}, not to this user: its owner could replace the socket",
                     dir.display()
                 ),
-            )),
+                ))
+            }
         }
         let name = path
             .file_name()
