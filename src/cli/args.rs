@@ -266,12 +266,39 @@ impl FromArgMatches for ServerArgs {
     }
 }
 
+/// A variable's help as plain text: the reference's Markdown without its code marks, and
+/// links reduced to their text.
+fn plain(markdown: &str) -> String {
+    let mut out = String::with_capacity(markdown.len());
+    let mut rest = markdown;
+    while let Some(open) = rest.find('[') {
+        let (before, after) = rest.split_at(open);
+        out.push_str(before);
+        let link = after.find("](").and_then(|mid| {
+            let close = after[mid..].find(')')? + mid;
+            Some((&after[1..mid], close))
+        });
+        match link {
+            Some((text, close)) => {
+                out.push_str(text);
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push('[');
+                rest = &after[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out.replace('`', "")
+}
+
 impl Args for ServerArgs {
     fn augment_args(mut cmd: clap::Command) -> clap::Command {
         for v in VARS {
             // Built once per command at start-up: the flag names live as long as the process.
             let flag: &'static str = Box::leak(Config::flag_name(v.name).into_boxed_str());
-            let mut help = v.help.to_owned();
+            let mut help = plain(v.help);
             if let Some(d) = v.default {
                 help.push_str(&format!(" [default: {d}]"));
             }
@@ -297,6 +324,14 @@ mod tests {
     use clap::{CommandFactory, Parser};
 
     use super::{Cli, Command};
+
+    #[test]
+    fn help_is_plain_text() {
+        assert_eq!(
+            super::plain("Forms in [Redis URLs](#redis-urls); `json` or [x"),
+            "Forms in Redis URLs; json or [x"
+        );
+    }
 
     #[test]
     fn the_command_line_is_well_formed() {
