@@ -150,9 +150,9 @@ vars! {
     RELAY_REDIS_PREFIX, Store, Some("sealrelay:"), Text(0, 64),
         "Prefix of every Redis key, so one Redis can serve several deployments (no braces or spaces).";
     RELAY_REDIS_POOL_SIZE, Store, Some("4"), Int(1, 64),
-        "Redis connections per replica (1 to 64).";
+        "Redis connections per replica.";
     RELAY_REDIS_TIMEOUT_MS, Store, Some("250"), Int(10, 60_000),
-        "Timeout of one Redis command (10 to 60000).";
+        "Timeout of one Redis command, in milliseconds.";
     RELAY_REDIS_FAILURE, Store, Some("degrade"), Enum(&["degrade", "reject"]),
         "`degrade`: on a Redis error or timeout this replica decides on its in-process store until Redis answers again; `reject`: answer 503 `relay state unavailable` with `Retry-After`.";
     RELAY_TOMBSTONE_TTL_S, Policy, Some("86400"), Int(0, 2_592_000),
@@ -192,7 +192,7 @@ vars! {
     APNS_CA_FILE, Apns, None, Path,
         "PEM file of extra trusted roots for APNs connections (test mocks, egress proxies).";
     APNS_REQUEST_TIMEOUT_MS, Apns, Some("10000"), Int(100, 120_000),
-        "Timeout of one APNs request, connection set-up included (100 to 120000).";
+        "Timeout of one APNs request, connection set-up included, in milliseconds.";
     RELAY_DEDUP_WINDOW_S, Policy, Some("75"), Int(1, 86_400),
         "Coalesce the same (device, collapseId) within this many seconds of its last forward.";
     RELAY_FLAP_MAX_FORWARDS, Policy, Some("6"), Int(1, 10_000),
@@ -212,9 +212,9 @@ vars! {
     RELAY_AASA_APP_IDS, Pages, None, Text(1, 4096),
         "App ids listed in `/.well-known/apple-app-site-association` (comma-separated `<TEAMID>.<bundle id>`), so `/pair` opens the app as a universal link. Unset: `APNS_TEAM_ID.APNS_TOPIC` when both are set, else the file answers 404.";
     RELAY_ALERT_TITLE, Policy, Some("cronstable"), Text(1, 120),
-        "Alert title shown only if the app's extension never runs (1 to 120 characters).";
+        "Alert title shown only if the app's extension never runs.";
     RELAY_ALERT_BODY, Policy, Some("New alert"), Text(1, 120),
-        "Alert body shown only if the app's extension never runs (1 to 120 characters).";
+        "Alert body shown only if the app's extension never runs.";
     RELAY_DRY_RUN, Apns, Some("false"), Bool,
         "`true`: without APNs credentials, log each forward (device hash, collapse prefix, payload size) instead of sending it, and answer forwarded.";
     RELAY_V1_INTAKE, Admin, Some("public"), Enum(&["public", "local", "off"]),
@@ -222,7 +222,7 @@ vars! {
     RELAY_V1_SUNSET, Admin, None, Text(1, 64),
         "An HTTP date (`Wed, 01 Jul 2027 00:00:00 GMT`), sent verbatim as `Sunset` on the admin socket's deprecated unsigned push.";
     RELAY_RECEIPT_TTL_S, Admin, Some("604800"), Int(330, 31_536_000),
-        "How long signed-push request ids and receipts are kept (330 to 31536000 s; never less than the 5 min + 30 s freshness window, so a replay can never send twice).";
+        "How long signed-push request ids and receipts are kept, in seconds; never less than the 5 min + 30 s freshness window, so a replay can never send twice.";
     RELAY_ADMIN_SOCKET, Admin, Some("/run/sealrelay/admin.sock"), Path,
         "The admin API's Unix socket: created atomically with mode 0600 in a 0700 directory, peers checked by uid (`SO_PEERCRED`). Empty disables it. When the default path cannot be created (a laptop without `/run` rights) the relay warns and runs without it; a path set explicitly must work.";
     RELAY_ADMIN_API_LISTEN, Admin, None, Addr,
@@ -232,11 +232,11 @@ vars! {
     RELAY_APPS, Mailbox, None, Text(1, 4096),
         "Apps served mailboxes, `;`-separated: `<app>` or `<app>:<option>,...`; options `push=<APNs topic>`, `signal`, `ice` (`chat:push=com.example.chat,signal,ice;notes`). Unset: every `/v1/...` path is 404.";
     RELAY_MAILBOX_IDLE_S, Mailbox, Some("2592000"), Int(1, 31_536_000),
-        "A mailbox with no write and no claim for this long (1 to 31536000 s) is gone with everything in it.";
+        "A mailbox with no write and no claim for this many seconds is gone with everything in it.";
     RELAY_MAILBOX_MAX_ENVELOPE_BYTES, Mailbox, Some("65536"), Int(1, 1_048_576),
-        "Largest envelope stored (1 to 1048576 bytes); larger PUTs answer 413.";
+        "Largest envelope stored, in bytes; larger PUTs answer 413.";
     RELAY_MAILBOX_MAX_ENVELOPES, Mailbox, Some("1000"), Int(1, 100_000),
-        "Envelopes one direction holds at most (1 to 100000); beyond it PUT answers 507.";
+        "Envelopes one direction holds at most; beyond it PUT answers 507.";
     FCM_SERVICE_ACCOUNT_FILE, Mailbox, None, Path,
         "The FCM service account's JSON key file: loads the FCM push module. Exclusive with `FCM_SERVICE_ACCOUNT`.";
     FCM_SERVICE_ACCOUNT, Mailbox, None, Secret,
@@ -246,7 +246,7 @@ vars! {
     FCM_CA_FILE, Mailbox, None, Path,
         "PEM file of extra trusted roots for FCM and its OAuth2 token endpoint.";
     RELAY_ICE_TTL_S, Mailbox, Some("3600"), Int(60, 86_400),
-        "Lifetime of handed-out STUN/TURN credentials (60 to 86400 s).";
+        "Lifetime of handed-out STUN/TURN credentials, in seconds.";
     RELAY_ICE_STUN_URLS, Mailbox, None, Text(1, 4096),
         "Comma-separated STUN URLs (`stun:stun.example.com:3478`).";
     RELAY_ICE_TURN_URLS, Mailbox, None, Text(1, 4096),
@@ -270,9 +270,9 @@ vars! {
     RELAY_REPLICA_NAME, Telemetry, None, Text(1, 253),
         "This replica's name in logs and traces; unset, the host name (the pod name on Kubernetes).";
     RELAY_SHUTDOWN_DELAY_S, Telemetry, Some("5"), Int(0, 300),
-        "After SIGTERM, keep serving this long with `/readyz` at 503 so load balancers drain (0 to 300).";
+        "After SIGTERM, keep serving this many seconds with `/readyz` at 503 so load balancers drain.";
     RELAY_SHUTDOWN_GRACE_S, Telemetry, Some("25"), Int(1, 600),
-        "Then wait at most this long for in-flight requests before exiting (1 to 600).";
+        "Then wait at most this many seconds for in-flight requests before exiting.";
     OTEL_EXPORTER_OTLP_ENDPOINT, Telemetry, None, HttpUrl,
         "OTLP/HTTP collector base URL, `http://` or `https://` (`http://otel-collector:4318`); `/v1/traces` is appended. Unset, and without a traces endpoint, no trace is exported.";
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, Telemetry, None, HttpUrl,
@@ -284,7 +284,7 @@ vars! {
     OTEL_EXPORTER_OTLP_TIMEOUT, Telemetry, Some("10000"), Int(1, 600_000),
         "Timeout of one export request, in milliseconds.";
     OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, Telemetry, None, Int(1, 600_000),
-        "Timeout of one trace export request, in milliseconds (1 to 600000); wins over `OTEL_EXPORTER_OTLP_TIMEOUT`.";
+        "Timeout of one trace export request, in milliseconds; wins over `OTEL_EXPORTER_OTLP_TIMEOUT`.";
     OTEL_EXPORTER_OTLP_PROTOCOL, Telemetry, Some("http/protobuf"), Enum(&["http/protobuf"]),
         "The only protocol this build speaks; any other value stops start-up instead of being ignored.";
     OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, Telemetry, None, Enum(&["http/protobuf"]),
@@ -302,7 +302,7 @@ vars! {
     OTEL_TRACES_SAMPLER, Telemetry, Some("parentbased_always_on"), Enum(&["always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"]),
         "`always_on`, `always_off`, `traceidratio`, `parentbased_always_on`, `parentbased_always_off` or `parentbased_traceidratio`.";
     OTEL_TRACES_SAMPLER_ARG, Telemetry, None, Float(0.0, 1.0),
-        "The ratio (0 to 1) of the ratio samplers; 1 when unset.";
+        "The ratio of the ratio samplers; 1 when unset.";
     OTEL_BSP_SCHEDULE_DELAY, Telemetry, Some("5000"), Int(1, 600_000),
         "Milliseconds between two batch exports.";
     OTEL_BSP_MAX_QUEUE_SIZE, Telemetry, Some("2048"), Int(1, 1_000_000),
