@@ -13,7 +13,7 @@ use std::time::Duration;
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
 
-use crate::config::{Config, VARS};
+use crate::config::{Config, Kind, VARS};
 
 /// Push relay: forwards sealed alerts to APNs. Every flag is also an environment variable.
 #[derive(Debug, Parser)]
@@ -299,6 +299,12 @@ impl Args for ServerArgs {
             // Built once per command at start-up: the flag names live as long as the process.
             let flag: &'static str = Box::leak(Config::flag_name(v.name).into_boxed_str());
             let mut help = plain(v.help);
+            if matches!(
+                v.kind,
+                Kind::Int(..) | Kind::Float(..) | Kind::Enum(_) | Kind::Text(..)
+            ) {
+                help.push_str(&format!(" [allowed: {}]", plain(&v.kind.allowed())));
+            }
             if let Some(d) = v.default {
                 help.push_str(&format!(" [default: {d}]"));
             }
