@@ -559,3 +559,40 @@ fn bounds_that_other_modules_define_match_the_table() {
     assert_eq!(names.len(), VARS.len());
     assert!(VARS.iter().any(|v| v.name == vars::RELAY_LISTEN.name));
 }
+
+#[test]
+fn every_variable_a_reader_names_in_prose_is_one_it_reads() {
+    // Messages name variables in their text; a misspelt name there would send an operator
+    // looking for a setting that does not exist. (`unknown.rs` names other programs'
+    // variables on purpose.)
+    let sources = [
+        ("admin.rs", include_str!("admin.rs")),
+        ("apns.rs", include_str!("apns.rs")),
+        ("fcm.rs", include_str!("fcm.rs")),
+        ("ice.rs", include_str!("ice.rs")),
+        ("listen.rs", include_str!("listen.rs")),
+        ("mailbox.rs", include_str!("mailbox.rs")),
+        ("mod.rs", include_str!("mod.rs")),
+        ("policy.rs", include_str!("policy.rs")),
+        ("store.rs", include_str!("store.rs")),
+        ("telemetry.rs", include_str!("telemetry.rs")),
+        ("v1.rs", include_str!("v1.rs")),
+    ];
+    // Not variables: a Rust constant, and the module documentation's example of a typo.
+    let not_variables = ["APNS_MAX_BODY_BYTES", "RELAY_DEDUP_WINDOW"];
+    let mut unknown = Vec::new();
+    for (file, text) in sources {
+        let words =
+            text.split(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'));
+        for w in words {
+            let ours = ["RELAY_", "APNS_", "FCM_", "OTEL_", "REDIS_"]
+                .iter()
+                .any(|p| w.starts_with(p) && w.len() > p.len());
+            let known = VARS.iter().any(|v| v.name == w) || not_variables.contains(&w);
+            if ours && !w.ends_with('_') && !known {
+                unknown.push(format!("{file}: {w}"));
+            }
+        }
+    }
+    assert!(unknown.is_empty(), "{unknown:?}");
+}
