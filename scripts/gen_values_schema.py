@@ -4,12 +4,14 @@
 The source of truth is the `vars!` table of the relay (every `src/config*.rs` and
 `src/config/**/*.rs` file is read): each row is
 
-    "NAME", Some("default") | None, "kind", "help";
+    NAME, Section, Some("default") | None, Kind, "help";
 
-and `kind` says what the variable takes: `int:LO..HI`, `float:LO..HI` (both bounds
-inclusive), `bool`, `enum:a|b|c`, `addr` (host:port), `url:SCHEME` (`redis`: every Redis form,
-`http`: http or https, `https`: https only), `string:MIN..MAX` (characters), `appleid` (10 of
-A-Z0-9), `path`, `secret`, `list:cidr` (comma-separated).
+and `Kind` (the Rust enum `config::Kind`) says what the variable takes; it is read here as
+`int:LO..HI` (`Int(LO, HI)`), `float:LO..HI` (`Float(LO, HI)`; both bounds inclusive), `bool`,
+`enum:a|b|c` (`Enum(&["a", "b", "c"])`), `addr` (host:port), `url:SCHEME` (`RedisUrl`: every
+Redis form, `HttpUrl`: http or https, `HttpsUrl`: https only), `string:MIN..MAX` (`Text`,
+characters), `appleid` (10 of A-Z0-9), `path`, `secret`, `list:cidr` (`CidrList`,
+comma-separated).
 
 Each variable reaches the chart in one of two ways:
 
@@ -286,9 +288,33 @@ def _unescape(s: str) -> str:
 
 
 STR = r'"((?:[^"\\]|\\.)*)"'
+KIND = r'([A-Za-z]+(?:\([^)]*\))?)'
 ROW = re.compile(
-    r'"([A-Z][A-Z0-9_]*)"\s*,\s*(Some\(\s*' + STR + r'\s*\)|None)\s*,\s*' + STR + r'\s*,\s*' + STR + r'\s*;',
+    r'(?<![\w"])([A-Z][A-Z0-9_]*)\s*,\s*[A-Z][A-Za-z]*\s*,\s*(Some\(\s*' + STR + r'\s*\)|None)\s*,\s*'
+    + KIND + r'\s*,\s*' + STR + r'\s*;',
     re.S)
+SIMPLE_KINDS = {"Bool": "bool", "Addr": "addr", "RedisUrl": "url:redis", "HttpUrl": "url:http",
+                "HttpsUrl": "url:https", "AppleId": "appleid", "Path": "path", "Secret": "secret",
+                "CidrList": "list:cidr"}
+
+
+def _kind(rust: str) -> str:
+    """A row's `Kind` as the kind strings below: `Int(1, 64)` is `int:1..64`."""
+    if rust in SIMPLE_KINDS:
+        return SIMPLE_KINDS[rust]
+    m = re.fullmatch(r"(Int|Float|Text)\(\s*([-0-9_.]+)\s*,\s*([-0-9_.]+)\s*\)", rust)
+    if m:
+        head = {"Int": "int", "Float": "float", "Text": "string"}[m.group(1)]
+        return f"{head}:{m.group(2).replace('_', '')}..{m.group(3).replace('_', '')}"
+    m = re.fullmatch(r"Enum\(\s*&\[(.*)\]\s*\)", rust, re.S)
+    if m:
+        return "enum:" + "|".join(re.findall(STR, m.group(1)))
+    raise SchemaError(f"unknown Kind {rust!r}: teach scripts/gen_values_schema.py the new kind")
+
+
+def _plain(markdown: str) -> str:
+    """A row's help (Markdown, as the configuration reference shows it) as plain text."""
+    return re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markdown).replace("`", "")
 
 
 def parse_vars(root: Path = ROOT) -> list[Var]:
@@ -299,15 +325,15 @@ def parse_vars(root: Path = ROOT) -> list[Var]:
         text = path.read_text()
         for body in _macro_bodies(text):
             rows = ROW.findall(body)
-            names = re.findall(r'(?:^|;)\s*"([A-Z][A-Z0-9_]*)"\s*,', body)
+            names = re.findall(r'(?:^|;)\s*([A-Z][A-Z0-9_]*)\s*,', body)
             parsed = [r[0] for r in rows]
             if sorted(names) != sorted(parsed):
                 missed = sorted(set(names) - set(parsed))
                 raise SchemaError(f"{path.relative_to(root)}: cannot parse vars! rows for {missed} "
-                                  f'(expected "NAME", Some("default") | None, "kind", "help";)')
+                                  f'(expected NAME, Section, Some("default") | None, Kind, "help";)')
             for name, alt, default, kind, help_ in rows:
-                v = Var(name, None if alt == "None" else _unescape(default), _unescape(kind),
-                        _unescape(help_), str(path.relative_to(root)))
+                v = Var(name, None if alt == "None" else _unescape(default), _kind(kind),
+                        _plain(_unescape(help_)), str(path.relative_to(root)))
                 old = found.get(name)
                 if old and (old.default, old.kind) != (v.default, v.kind):
                     raise SchemaError(f"{name} is defined twice, differently: {old.source} and {v.source}")

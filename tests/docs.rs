@@ -1,13 +1,14 @@
-//! The documentation stays true to the code and to itself: the configuration reference
-//! (`docs/configuration.md`) documents exactly the variables the relay reads, with their
-//! defaults; the README starts with the two commands CI runs; and every relative link in the
+//! The documentation stays true to the code and to itself: the configuration reference's
+//! variable tables (`docs/configuration.md`) are rendered from the variable table in
+//! `src/config/vars.rs` (`UPDATE_CONFIG_DOCS=1 cargo test --test docs` rewrites them), and
+//! the chart's `values.schema.json` holds the same bounds; the README starts with the two commands CI runs; and every relative link in the
 //! repository's Markdown resolves to a file inside the repository (and, with an anchor into
 //! a Markdown file, to one of its headings).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Component, Path, PathBuf};
 
-use sealrelay::config::VARS;
+use sealrelay::config::{Kind, Section, Var, VARS};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// The page that holds the variable table.
@@ -61,6 +62,133 @@ fn configuration_defaults_match_the_code() {
             None => assert!(default.starts_with("unset"), "{}: {default}", v.name),
         }
     }
+}
+
+/// One section's table, as the reference shows it.
+fn render_table(section: Section) -> Vec<String> {
+    let mut out = vec![
+        "| Variable | Default | Allowed | Meaning |".to_owned(),
+        "| --- | --- | --- | --- |".to_owned(),
+    ];
+    for v in VARS.iter().filter(|v| v.section == section) {
+        let default = v.default.map_or("unset".to_owned(), |d| format!("`{d}`"));
+        out.push(format!(
+            "| `{}` | {default} | {} | {} |",
+            v.name,
+            v.kind.allowed(),
+            v.help
+        ));
+    }
+    out
+}
+
+/// `text` with every section's table replaced by its rendering; `Err` names a section whose
+/// heading or table is missing.
+fn render_reference(text: &str) -> Result<String, String> {
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    for section in Section::ALL {
+        let heading = format!("### {}", section.title());
+        let at = lines
+            .iter()
+            .position(|l| *l == heading)
+            .ok_or_else(|| format!("no heading {heading:?}"))?;
+        let start = (at + 1..lines.len())
+            .find(|&i| lines[i].starts_with('|'))
+            .filter(|&i| lines[at + 1..i].iter().all(|l| !l.starts_with('#')))
+            .ok_or_else(|| format!("no table under {heading:?}"))?;
+        let end = (start..lines.len())
+            .find(|&i| !lines[i].starts_with('|'))
+            .unwrap_or(lines.len());
+        lines.splice(start..end, render_table(section));
+    }
+    Ok(lines.join("\n") + "\n")
+}
+
+#[test]
+fn configuration_tables_are_rendered_from_the_code() {
+    for v in VARS {
+        assert!(
+            !v.help.contains('|'),
+            "{}: a | would split the table's row",
+            v.name
+        );
+    }
+    let text = read(CONFIGURATION);
+    let rendered = render_reference(&text).unwrap_or_else(|e| panic!("{CONFIGURATION}: {e}"));
+    if rendered == text {
+        return;
+    }
+    if std::env::var_os("UPDATE_CONFIG_DOCS").is_some() {
+        std::fs::write(Path::new(ROOT).join(CONFIGURATION), &rendered).unwrap();
+        return;
+    }
+    let diff: Vec<String> = text
+        .lines()
+        .zip(rendered.lines())
+        .filter(|(a, b)| a != b)
+        .take(10)
+        .map(|(a, b)| format!("- {a}\n+ {b}"))
+        .collect();
+    panic!(
+        "{CONFIGURATION}'s variable tables differ from src/config/vars.rs (rerun with UPDATE_CONFIG_DOCS=1 to rewrite them); first differences:\n{}",
+        diff.join("\n")
+    );
+}
+
+/// The constraint of a variable's value under the chart's `env`: the alternative that is
+/// not `""`.
+fn env_constraint<'a>(schema: &'a serde_json::Value, v: &Var) -> &'a serde_json::Value {
+    let node = &schema["properties"]["env"]["properties"][v.name];
+    match node["anyOf"].as_array() {
+        Some(alts) => alts
+            .iter()
+            .find(|a| a.get("const").is_none())
+            .unwrap_or(node),
+        None => node,
+    }
+}
+
+#[test]
+fn chart_schema_bounds_match_the_code() {
+    let schema: serde_json::Value =
+        serde_json::from_str(&read("helm/sealrelay/values.schema.json")).unwrap();
+    let secrets = schema["properties"]["env"]["propertyNames"]["not"]["enum"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let mut problems = Vec::new();
+    for v in VARS {
+        if secrets.iter().any(|s| s == v.name) {
+            // Refused under env: it comes from a Secret.
+            continue;
+        }
+        let c = env_constraint(&schema, v);
+        let num = |k: &str| c[k].as_f64();
+        let ok = match v.kind {
+            Kind::Int(lo, hi) => {
+                num("minimum") == Some(lo as f64) && num("maximum") == Some(hi as f64)
+            }
+            Kind::Float(lo, hi) => num("minimum") == Some(lo) && num("maximum") == Some(hi),
+            Kind::Enum(words) => c["enum"].as_array().is_some_and(|e| {
+                e.iter()
+                    .map(|w| w.as_str())
+                    .eq(words.iter().map(|w| Some(*w)))
+            }),
+            Kind::Text(min, max) => {
+                num("maxLength") == Some(max as f64)
+                    && num("minLength").unwrap_or(0.0) == min as f64
+            }
+            _ => !c.is_null(),
+        };
+        if !ok {
+            problems.push(format!("{}: {:?} but the schema has {c}", v.name, v.kind));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "helm/sealrelay/values.schema.json is stale (run scripts/gen_values_schema.py):\n{}",
+        problems.join("\n")
+    );
 }
 
 #[test]

@@ -50,6 +50,67 @@ fn flags_work_like_variables() {
 }
 
 #[test]
+fn flags_work_after_the_server_subcommands_too() {
+    for sub in ["check-config", "serve"] {
+        let out = bin()
+            .args([sub, "--relay-rate-capacity", "zero"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{sub}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("RELAY_RATE_CAPACITY=\"zero\""), "{sub}: {err}");
+    }
+    // A flag wins over the environment wherever it is given.
+    let out = bin()
+        .args(["--relay-rate-capacity", "zero", "check-config"])
+        .env("RELAY_RATE_CAPACITY", "5")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn server_options_are_on_the_server_commands_only() {
+    let help = |args: &[&str]| {
+        let out = bin().args(args).arg("--help").output().unwrap();
+        assert!(out.status.success(), "{args:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for server in [&[][..], &["serve"], &["check-config"]] {
+        let text = help(server);
+        for flag in ["--redis-url", "--relay-listen", "[env: REDIS_URL]"] {
+            assert!(
+                text.contains(flag),
+                "{server:?} --help lacks {flag}:\n{text}"
+            );
+        }
+    }
+    for client in [
+        &["push"][..],
+        &["admin"],
+        &["admin", "signers", "add"],
+        &["admin", "receipt"],
+        &["keygen"],
+        &["smoke"],
+    ] {
+        let text = help(client);
+        for flag in ["--redis-url", "--relay-listen", "RELAY_LISTEN"] {
+            assert!(
+                !text.contains(flag),
+                "{client:?} --help shows {flag}:\n{text}"
+            );
+        }
+    }
+    assert!(help(&["push"]).contains("--wait-timeout-s"));
+    // A server flag after a client subcommand is a usage error.
+    let out = bin()
+        .args(["keygen", "--redis-url", "redis://127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
 fn serving_refuses_a_bad_configuration() {
     let out = bin().env("APNS_ENVIRONMENT", "staging").output().unwrap();
     assert_eq!(out.status.code(), Some(1));

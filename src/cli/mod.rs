@@ -5,10 +5,13 @@
 //! - `sealrelay admin ...` ([`admin`]): signers and receipts over the admin API;
 //! - `sealrelay push ...` ([`push`]): one signed push, and with `--wait` its events.
 //!
+//! The command line itself is declared in [`args`].
+//!
 //! Requests go to a URL (http or https, through the relay's own rustls client) or to the
 //! admin API's Unix socket ([`Endpoint`]).
 
 pub mod admin;
+pub mod args;
 pub mod keygen;
 pub mod push;
 pub mod smoke;

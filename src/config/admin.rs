@@ -5,6 +5,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
+use super::vars::*;
 use super::Reader;
 use crate::admin::{Settings, SocketSettings, TcpSettings};
 use crate::secret::Secret;
@@ -15,12 +16,12 @@ const MAX_SOCKET_PATH: usize = 107;
 const MIN_TOKEN_CHARS: usize = 16;
 
 pub(super) fn read(r: &mut Reader<'_>) -> Settings {
-    let explicit = r.raw("RELAY_ADMIN_SOCKET").is_some();
-    let socket = match r.value("RELAY_ADMIN_SOCKET").filter(|v| !v.is_empty()) {
+    let explicit = r.given(&RELAY_ADMIN_SOCKET);
+    let socket = match r.value(&RELAY_ADMIN_SOCKET).filter(|v| !v.is_empty()) {
         None => None,
         Some(path) if path.len() > MAX_SOCKET_PATH || path.ends_with('/') => {
             r.fail(
-                "RELAY_ADMIN_SOCKET",
+                &RELAY_ADMIN_SOCKET,
                 &path,
                 "a socket path of at most 107 bytes, or empty to disable the socket",
             );
@@ -31,8 +32,8 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
             explicit,
         }),
     };
-    let listen = r.set("RELAY_ADMIN_API_LISTEN");
-    let token_file = r.set("RELAY_ADMIN_TOKEN_FILE");
+    let listen = r.set(&RELAY_ADMIN_API_LISTEN);
+    let token_file = r.set(&RELAY_ADMIN_TOKEN_FILE);
     let tcp = match (listen, token_file) {
         (None, None) => None,
         (None, Some(_)) => {
@@ -48,7 +49,7 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
                 Ok(a) if a.ip().is_loopback() => Some(a),
                 _ => {
                     r.fail(
-                        "RELAY_ADMIN_API_LISTEN",
+                        &RELAY_ADMIN_API_LISTEN,
                         &addr_text,
                         "a loopback address such as 127.0.0.1:9091 or [::1]:9091",
                     );
@@ -66,7 +67,7 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
 /// The token in `file`, after checking who may read it: mode 0600 or 0400, owned by the
 /// user the relay runs as.
 fn token(r: &mut Reader<'_>, file: &str) -> Option<Secret> {
-    let name = "RELAY_ADMIN_TOKEN_FILE";
+    let name = RELAY_ADMIN_TOKEN_FILE.name;
     let meta = match std::fs::metadata(file) {
         Ok(m) if m.is_file() => m,
         Ok(_) => {

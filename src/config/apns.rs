@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use super::{Delivery, Reader};
+use super::vars::*;
+use super::{text_bounds, Delivery, Reader};
 use crate::delivery::{EnvironmentMode, Settings as Core};
 use crate::push::apns::payload;
 use crate::push::apns::Settings;
@@ -17,38 +18,39 @@ fn is_apple_id(s: &str) -> bool {
 
 pub(super) fn read(r: &mut Reader<'_>) -> (Delivery, Core) {
     let environment = r.choice(
-        "APNS_ENVIRONMENT",
+        &APNS_ENVIRONMENT,
         &[
-            ("auto", EnvironmentMode::Auto),
-            ("production", EnvironmentMode::Production),
-            ("sandbox", EnvironmentMode::Sandbox),
-            ("development", EnvironmentMode::Sandbox),
+            EnvironmentMode::Auto,
+            EnvironmentMode::Production,
+            EnvironmentMode::Sandbox,
+            EnvironmentMode::Sandbox,
         ],
         "production, sandbox or auto (development is sandbox)",
     );
-    let production_url = r.https_url("APNS_PRODUCTION_URL");
-    let sandbox_url = r.https_url("APNS_SANDBOX_URL");
-    let ca_file = r.ca_file("APNS_CA_FILE");
-    let request_timeout = Duration::from_millis(r.int("APNS_REQUEST_TIMEOUT_MS", 100, 120_000));
-    let retry_lease_ms = r.int("RELAY_RETRY_LEASE_MS", 1000, 600_000) as i64;
+    let production_url = r.https_url(&APNS_PRODUCTION_URL);
+    let sandbox_url = r.https_url(&APNS_SANDBOX_URL);
+    let ca_file = r.ca_file(&APNS_CA_FILE);
+    let request_timeout = Duration::from_millis(r.int(&APNS_REQUEST_TIMEOUT_MS));
+    let retry_lease_ms = r.int(&RELAY_RETRY_LEASE_MS) as i64;
     if retry_lease_ms <= 2 * request_timeout.as_millis() as i64 {
         r.problem(format!(
             "RELAY_RETRY_LEASE_MS={retry_lease_ms} is not valid: it must exceed twice APNS_REQUEST_TIMEOUT_MS ({} ms), or a slow attempt would be retried by another replica while still running",
             request_timeout.as_millis()
         ));
     }
-    let tombstone_ttl_ms = r.int("RELAY_TOMBSTONE_TTL_S", 0, 2_592_000) as i64 * 1000;
-    let alert_title = r.value("RELAY_ALERT_TITLE").unwrap_or_default();
-    let alert_body = r.value("RELAY_ALERT_BODY").unwrap_or_default();
-    for (name, text) in [
-        ("RELAY_ALERT_TITLE", &alert_title),
-        ("RELAY_ALERT_BODY", &alert_body),
+    let tombstone_ttl_ms = r.int(&RELAY_TOMBSTONE_TTL_S) as i64 * 1000;
+    let alert_title = r.value(&RELAY_ALERT_TITLE).unwrap_or_default();
+    let alert_body = r.value(&RELAY_ALERT_BODY).unwrap_or_default();
+    for (var, text) in [
+        (&RELAY_ALERT_TITLE, &alert_title),
+        (&RELAY_ALERT_BODY, &alert_body),
     ] {
-        if text.is_empty() || text.chars().count() > 120 {
-            r.fail(name, text, "1 to 120 characters");
+        let (min, max) = text_bounds(var);
+        if text.chars().count() < min || text.chars().count() > max {
+            r.fail(var, text, &format!("{min} to {max} characters"));
         }
     }
-    let dry_run = r.bool("RELAY_DRY_RUN");
+    let dry_run = r.bool(&RELAY_DRY_RUN);
     let delivery = credentials(r, dry_run).map_or_else(
         |dry| {
             if dry {
@@ -70,7 +72,7 @@ pub(super) fn read(r: &mut Reader<'_>) -> (Delivery, Core) {
             })
         },
     );
-    let receipt_ttl_ms = r.int("RELAY_RECEIPT_TTL_S", 330, 31_536_000) as i64 * 1000;
+    let receipt_ttl_ms = r.int(&RELAY_RECEIPT_TTL_S) as i64 * 1000;
     let core = Core {
         environment,
         tombstone_ttl_ms,
@@ -88,11 +90,11 @@ fn credentials(
     r: &mut Reader<'_>,
     dry_run: bool,
 ) -> Result<(String, String, Secret, String), bool> {
-    let team_id = r.set("APNS_TEAM_ID");
-    let key_id = r.set("APNS_KEY_ID");
-    let key_text = r.set("APNS_AUTH_KEY");
-    let key_file = r.set("APNS_AUTH_KEY_FILE");
-    let topic = r.set("APNS_TOPIC");
+    let team_id = r.set(&APNS_TEAM_ID);
+    let key_id = r.set(&APNS_KEY_ID);
+    let key_text = r.set(&APNS_AUTH_KEY);
+    let key_file = r.set(&APNS_AUTH_KEY_FILE);
+    let topic = r.set(&APNS_TOPIC);
     if key_text.is_some() && key_file.is_some() {
         r.problem("APNS_AUTH_KEY and APNS_AUTH_KEY_FILE are both set: set exactly one".into());
         return Err(false);
@@ -134,21 +136,21 @@ fn credentials(
     let (Some(team_id), Some(key_id), Some(topic)) = (team_id, key_id, topic) else {
         return Err(false);
     };
-    for (name, v) in [("APNS_TEAM_ID", &team_id), ("APNS_KEY_ID", &key_id)] {
+    for (var, v) in [(&APNS_TEAM_ID, &team_id), (&APNS_KEY_ID, &key_id)] {
         if !is_apple_id(v) {
-            r.fail(name, v, "10 characters of A-Z and 0-9, as Apple shows it");
+            r.fail(var, v, "10 characters of A-Z and 0-9, as Apple shows it");
         }
     }
-    if topic.contains(char::is_whitespace) || topic.len() > 255 {
-        r.fail("APNS_TOPIC", &topic, "the app's bundle id, without spaces");
+    if topic.contains(char::is_whitespace) || topic.len() > text_bounds(&APNS_TOPIC).1 {
+        r.fail(&APNS_TOPIC, &topic, "the app's bundle id, without spaces");
     }
     let (var, key_pem) = match (key_text, key_file) {
-        (Some(text), _) => ("APNS_AUTH_KEY", text.replace("\\n", "\n")),
+        (Some(text), _) => (APNS_AUTH_KEY.name, text.replace("\\n", "\n")),
         (None, Some(path)) => match std::fs::read_to_string(&path) {
-            Ok(t) => ("APNS_AUTH_KEY_FILE", t),
+            Ok(t) => (APNS_AUTH_KEY_FILE.name, t),
             Err(e) => {
                 r.problem(format!("APNS_AUTH_KEY_FILE={path} cannot be read: {e}"));
-                ("APNS_AUTH_KEY_FILE", String::new())
+                (APNS_AUTH_KEY_FILE.name, String::new())
             }
         },
         (None, None) => return Err(false),

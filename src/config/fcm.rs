@@ -3,6 +3,7 @@
 //! URL (`FCM_URL`) and extra trusted roots (`FCM_CA_FILE`). The key is parsed and signs once
 //! here, so a bad key stops start-up; no message ever quotes it.
 
+use super::vars::*;
 use super::Reader;
 use crate::push::fcm::{ServiceAccount, Settings};
 
@@ -11,9 +12,9 @@ const KEY_HELP: &str = "it must be a service account's JSON key (Firebase consol
 
 pub(super) fn read(r: &mut Reader<'_>) -> Option<Settings> {
     let url = base_url(r);
-    let ca_file = r.ca_file("FCM_CA_FILE");
-    let file = r.set("FCM_SERVICE_ACCOUNT_FILE");
-    let text = r.set("FCM_SERVICE_ACCOUNT");
+    let ca_file = r.ca_file(&FCM_CA_FILE);
+    let file = r.set(&FCM_SERVICE_ACCOUNT_FILE);
+    let text = r.set(&FCM_SERVICE_ACCOUNT);
     let (origin, json) = match (file, text) {
         (None, None) => return None,
         (Some(_), Some(_)) => {
@@ -32,7 +33,7 @@ pub(super) fn read(r: &mut Reader<'_>) -> Option<Settings> {
                 return None;
             }
         },
-        (None, Some(text)) => ("FCM_SERVICE_ACCOUNT".to_owned(), text),
+        (None, Some(text)) => (FCM_SERVICE_ACCOUNT.name.to_owned(), text),
     };
     match ServiceAccount::from_json(&json) {
         Ok(account) => Some(Settings {
@@ -51,12 +52,12 @@ pub(super) fn read(r: &mut Reader<'_>) -> Option<Settings> {
 /// without its trailing slashes. Checked even when the module is not loaded: a typo stops
 /// start-up instead of waiting for the day a key is added.
 fn base_url(r: &mut Reader<'_>) -> String {
-    let v = r.value("FCM_URL").unwrap_or_default();
+    let v = r.value(&FCM_URL).unwrap_or_default();
     let url = v.trim_end_matches('/');
     let ok = !url.contains(char::is_whitespace) && crate::push::fcm::check_base_url(url).is_ok();
     if !ok {
         r.fail(
-            "FCM_URL",
+            &FCM_URL,
             &v,
             "an http:// or https:// URL such as https://fcm.googleapis.com (a path is allowed, a query is not)",
         );

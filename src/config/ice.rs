@@ -2,15 +2,16 @@
 //! coturn (URLs and shared secret, both or neither), Cloudflare Realtime TURN (key id and
 //! API token, both or neither), Cloudflare's base URL and extra trusted roots for it.
 
-use super::Reader;
+use super::vars::*;
+use super::{Reader, Var};
 use crate::mailbox::ice::{Cloudflare, Coturn, IceUrl, Settings, UrlKind, CLOUDFLARE_TIMEOUT};
 use crate::secret::Secret;
 
 pub(super) fn read(r: &mut Reader<'_>) -> Settings {
-    let ttl_s = r.int("RELAY_ICE_TTL_S", 60, 86_400);
-    let stun_urls = urls(r, "RELAY_ICE_STUN_URLS", UrlKind::Stun);
-    let turn_urls = urls(r, "RELAY_ICE_TURN_URLS", UrlKind::Turn);
-    let turn_secret = secret(r, "RELAY_ICE_TURN_SECRET", "RELAY_ICE_TURN_SECRET_FILE");
+    let ttl_s = r.int(&RELAY_ICE_TTL_S);
+    let stun_urls = urls(r, &RELAY_ICE_STUN_URLS, UrlKind::Stun);
+    let turn_urls = urls(r, &RELAY_ICE_TURN_URLS, UrlKind::Turn);
+    let turn_secret = secret(r, &RELAY_ICE_TURN_SECRET, &RELAY_ICE_TURN_SECRET_FILE);
     let coturn = match (turn_urls, turn_secret) {
         (None, Found::Absent) => None,
         (Some(urls), Found::Value(secret)) => Some(Coturn { urls, secret }),
@@ -26,15 +27,15 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
         (_, Found::Invalid) => None,
     };
     let url = cloudflare_url(r);
-    let ca_file = r.ca_file("RELAY_ICE_CLOUDFLARE_CA_FILE");
-    let key_id = r.set("RELAY_ICE_CLOUDFLARE_KEY_ID");
+    let ca_file = r.ca_file(&RELAY_ICE_CLOUDFLARE_CA_FILE);
+    let key_id = r.set(&RELAY_ICE_CLOUDFLARE_KEY_ID);
     if let Some(k) = &key_id {
         let ok = k.len() <= 256
             && k.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
         if !ok {
             r.fail(
-                "RELAY_ICE_CLOUDFLARE_KEY_ID",
+                &RELAY_ICE_CLOUDFLARE_KEY_ID,
                 k,
                 "the TURN key id Cloudflare shows (1 to 256 of A-Z a-z 0-9 _ -)",
             );
@@ -42,8 +43,8 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
     }
     let token = secret(
         r,
-        "RELAY_ICE_CLOUDFLARE_API_TOKEN",
-        "RELAY_ICE_CLOUDFLARE_API_TOKEN_FILE",
+        &RELAY_ICE_CLOUDFLARE_API_TOKEN,
+        &RELAY_ICE_CLOUDFLARE_API_TOKEN_FILE,
     );
     if let Found::Value(t) = &token {
         // Sent as `Authorization: Bearer <token>`: visible ASCII only.
@@ -83,13 +84,14 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
 
 /// A comma-separated list of URLs (spaces around the commas allowed); `None` when unset or
 /// empty. Every bad entry is reported.
-fn urls(r: &mut Reader<'_>, name: &str, kind: UrlKind) -> Option<Vec<IceUrl>> {
-    let v = r.set(name)?;
+fn urls(r: &mut Reader<'_>, var: &Var, kind: UrlKind) -> Option<Vec<IceUrl>> {
+    let name = var.name;
+    let v = r.set(var)?;
     let mut out = Vec::new();
     for item in v.split(',').map(str::trim) {
         if item.is_empty() {
             r.fail(
-                name,
+                var,
                 &v,
                 "a comma-separated list of URLs without empty entries",
             );
@@ -115,8 +117,9 @@ enum Found {
 
 /// A secret from `name` or from the file `file_var` names (one trailing newline removed),
 /// never both.
-fn secret(r: &mut Reader<'_>, name: &str, file_var: &str) -> Found {
-    match (r.set(name), r.set(file_var)) {
+fn secret(r: &mut Reader<'_>, var: &Var, file: &Var) -> Found {
+    let (name, file_var) = (var.name, file.name);
+    match (r.set(var), r.set(file)) {
         (None, None) => Found::Absent,
         (Some(_), Some(_)) => {
             r.problem(format!(
@@ -148,17 +151,17 @@ fn secret(r: &mut Reader<'_>, name: &str, file_var: &str) -> Found {
 
 /// Which variable the Cloudflare token came from, for messages.
 fn token_source(r: &Reader<'_>) -> &'static str {
-    if r.set("RELAY_ICE_CLOUDFLARE_API_TOKEN").is_some() {
-        "RELAY_ICE_CLOUDFLARE_API_TOKEN"
+    if r.set(&RELAY_ICE_CLOUDFLARE_API_TOKEN).is_some() {
+        RELAY_ICE_CLOUDFLARE_API_TOKEN.name
     } else {
-        "RELAY_ICE_CLOUDFLARE_API_TOKEN_FILE"
+        RELAY_ICE_CLOUDFLARE_API_TOKEN_FILE.name
     }
 }
 
 /// `RELAY_ICE_CLOUDFLARE_URL`: an http:// or https:// base (a path prefix allowed, no query),
 /// without its trailing slash.
 fn cloudflare_url(r: &mut Reader<'_>) -> String {
-    const NAME: &str = "RELAY_ICE_CLOUDFLARE_URL";
+    const NAME: &Var = &RELAY_ICE_CLOUDFLARE_URL;
     let v = r.value(NAME).unwrap_or_default();
     let ok = v
         .strip_prefix("https://")

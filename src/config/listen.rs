@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use super::vars::*;
 use super::Reader;
 
 /// Listeners and drain.
@@ -22,9 +23,9 @@ pub(crate) struct Listen {
 
 pub(super) fn read(r: &mut Reader<'_>) -> Listen {
     Listen {
-        listen: r.addr("RELAY_LISTEN"),
-        admin_listen: r.addr("RELAY_ADMIN_LISTEN"),
-        shutdown_delay: Duration::from_secs(r.int("RELAY_SHUTDOWN_DELAY_S", 0, 300)),
-        shutdown_grace: Duration::from_secs(r.int("RELAY_SHUTDOWN_GRACE_S", 1, 600)),
+        listen: r.addr(&RELAY_LISTEN),
+        admin_listen: r.addr(&RELAY_ADMIN_LISTEN),
+        shutdown_delay: Duration::from_secs(r.int(&RELAY_SHUTDOWN_DELAY_S)),
+        shutdown_grace: Duration::from_secs(r.int(&RELAY_SHUTDOWN_GRACE_S)),
     }
 }

@@ -1,5 +1,6 @@
 //! The mailbox front-end: `RELAY_APPS` and the mailbox limits (`RELAY_MAILBOX_*`).
 
+use super::vars::*;
 use super::Reader;
 use crate::mailbox::{App, Settings};
 use crate::store::mailbox::Limits;
@@ -23,7 +24,7 @@ fn is_topic(s: &str) -> bool {
 pub(crate) fn parse_apps(text: &str) -> Result<Vec<App>, Vec<String>> {
     let mut apps: Vec<App> = Vec::new();
     let mut problems = Vec::new();
-    const NAME: &str = "RELAY_APPS";
+    const NAME: &str = RELAY_APPS.name;
     for entry in text.split(';').map(str::trim).filter(|e| !e.is_empty()) {
         let (name, options) = match entry.split_once(':') {
             Some((n, o)) => (n.trim(), Some(o)),
@@ -72,7 +73,7 @@ pub(crate) fn parse_apps(text: &str) -> Result<Vec<App>, Vec<String>> {
 }
 
 pub(super) fn read(r: &mut Reader<'_>) -> Settings {
-    let apps = match r.set("RELAY_APPS") {
+    let apps = match r.set(&RELAY_APPS) {
         None => Vec::new(),
         Some(text) => match parse_apps(&text) {
             Ok(a) => a,
@@ -84,9 +85,9 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
             }
         },
     };
-    let idle_ms = r.int("RELAY_MAILBOX_IDLE_S", 1, 31_536_000) as i64 * 1000;
-    let max_envelope_bytes = r.int("RELAY_MAILBOX_MAX_ENVELOPE_BYTES", 1, 1_048_576) as usize;
-    let max_envelopes = r.int("RELAY_MAILBOX_MAX_ENVELOPES", 1, 100_000) as usize;
+    let idle_ms = r.int(&RELAY_MAILBOX_IDLE_S) as i64 * 1000;
+    let max_envelope_bytes = r.int(&RELAY_MAILBOX_MAX_ENVELOPE_BYTES) as usize;
+    let max_envelopes = r.int(&RELAY_MAILBOX_MAX_ENVELOPES) as usize;
     Settings {
         apps,
         limits: Limits {

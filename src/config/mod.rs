@@ -2,7 +2,9 @@
 //!
 //! Every setting is an environment variable and also a command-line flag (the variable's
 //! name, lowercased, with `-` for `_`: `RELAY_LISTEN` is `--relay-listen`). [`VARS`]
-//! ([`vars`]) is the single list of them.
+//! ([`vars`]) is the single list of them: each variable is a constant there with its name,
+//! default and bounds ([`Kind`]), and the readers below take that constant, so a name or a
+//! bound is written once.
 //!
 //! Each section is read by a file of its own and produces the settings type of the
 //! component that owns it (components never import this module): [`listen`] the
@@ -39,7 +41,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub use crate::telemetry::UnknownVar;
-pub use vars::VARS;
+pub use vars::{Kind, Section, VARS};
 
 /// What [`Config::load_env`] makes of a variable in the environment that looks meant for
 /// the relay but that it does not read.
@@ -52,20 +54,32 @@ pub enum UnknownVars {
 }
 
 /// One configuration variable.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Var {
     /// The environment variable; the flag is derived from it.
     pub name: &'static str,
+    /// The section of the configuration reference that documents it.
+    pub section: Section,
     /// The default, as the user would write it; `None` means unset.
     pub default: Option<&'static str>,
-    /// What values it takes, machine-readable, for the chart's `values.schema.json`:
-    /// `int:LO..HI`, `float:LO..HI` (bounds inclusive), `bool`, `enum:a|b`, `addr`
-    /// (host:port), `url:SCHEME` (`redis` takes every Redis form, `http` takes http and
-    /// https), `string:MIN..MAX` (characters), `appleid` (10 of A-Z0-9), `path`, `secret`,
-    /// `list:cidr` (comma-separated).
-    pub kind: &'static str,
-    /// What it does, for `--help`.
+    /// What values it takes; the readers check these bounds, and the chart's
+    /// `values.schema.json` and the reference's tables repeat them.
+    pub kind: Kind,
+    /// What it does: the reference's text (Markdown), and `--help`'s.
     pub help: &'static str,
+}
+
+/// The character bounds of a [`Kind::Text`] variable (`(0, usize::MAX)` for another kind).
+pub(crate) fn text_bounds(var: &Var) -> (usize, usize) {
+    debug_assert!(
+        matches!(var.kind, Kind::Text(..)),
+        "{} is not text",
+        var.name
+    );
+    match var.kind {
+        Kind::Text(min, max) => (min, max),
+        _ => (0, usize::MAX),
+    }
 }
 
 /// Looks a variable's value up (flag or environment); `None` when unset.
@@ -145,30 +159,29 @@ pub(crate) struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn raw(&self, name: &str) -> Option<String> {
-        self.lookup.get(name).map(|v| v.trim().to_owned())
+    fn raw(&self, var: &Var) -> Option<String> {
+        self.lookup.get(var.name).map(|v| v.trim().to_owned())
     }
 
     /// The value, or the variable's default.
-    pub(crate) fn value(&self, name: &str) -> Option<String> {
-        debug_assert!(VARS.iter().any(|v| v.name == name), "{name} is not in VARS");
-        self.raw(name).or_else(|| {
-            VARS.iter()
-                .find(|v| v.name == name)
-                .and_then(|v| v.default)
-                .map(str::to_owned)
-        })
+    pub(crate) fn value(&self, var: &Var) -> Option<String> {
+        self.raw(var).or_else(|| var.default.map(str::to_owned))
     }
 
     /// The value when set and not empty (no default).
-    pub(crate) fn set(&self, name: &str) -> Option<String> {
-        self.raw(name).filter(|v| !v.is_empty())
+    pub(crate) fn set(&self, var: &Var) -> Option<String> {
+        self.raw(var).filter(|v| !v.is_empty())
+    }
+
+    /// Whether the variable is given at all (even empty).
+    pub(crate) fn given(&self, var: &Var) -> bool {
+        self.raw(var).is_some()
     }
 
     /// Records a problem with a variable's value.
-    pub(crate) fn fail(&mut self, name: &str, value: &str, allowed: &str) {
+    pub(crate) fn fail(&mut self, var: &Var, value: &str, allowed: &str) {
         self.errors
-            .push(format!("{name}={value:?} is not valid: {allowed}"));
+            .push(format!("{}={value:?} is not valid: {allowed}", var.name));
     }
 
     /// Records a problem in free form (it must name the variable).
@@ -176,37 +189,55 @@ impl Reader<'_> {
         self.errors.push(text);
     }
 
-    pub(crate) fn parse<T: std::str::FromStr>(&mut self, name: &str, allowed: &str) -> Option<T> {
-        let v = self.value(name)?;
+    pub(crate) fn parse<T: std::str::FromStr>(&mut self, var: &Var, allowed: &str) -> Option<T> {
+        let v = self.value(var)?;
         match v.parse() {
             Ok(t) => Some(t),
             Err(_) => {
-                self.fail(name, &v, allowed);
+                self.fail(var, &v, allowed);
                 None
             }
         }
     }
 
-    /// An integer within `lo..=hi`.
-    pub(crate) fn int(&mut self, name: &str, lo: u64, hi: u64) -> u64 {
+    /// An integer within the variable's bounds ([`Kind::Int`]).
+    pub(crate) fn int(&mut self, var: &Var) -> u64 {
+        debug_assert!(
+            matches!(var.kind, Kind::Int(..)),
+            "{} is not an integer",
+            var.name
+        );
+        let (lo, hi) = match var.kind {
+            Kind::Int(lo, hi) => (lo, hi),
+            _ => (0, u64::MAX),
+        };
         let allowed = format!("an integer from {lo} to {hi}");
-        match self.parse::<u64>(name, &allowed) {
+        match self.parse::<u64>(var, &allowed) {
             Some(n) if (lo..=hi).contains(&n) => n,
             Some(n) => {
-                self.fail(name, &n.to_string(), &allowed);
+                self.fail(var, &n.to_string(), &allowed);
                 lo
             }
             None => lo,
         }
     }
 
-    /// A number within `lo..=hi` (finite).
-    pub(crate) fn float(&mut self, name: &str, lo: f64, hi: f64) -> f64 {
+    /// A finite number within the variable's bounds ([`Kind::Float`]).
+    pub(crate) fn float(&mut self, var: &Var) -> f64 {
+        debug_assert!(
+            matches!(var.kind, Kind::Float(..)),
+            "{} is not a number",
+            var.name
+        );
+        let (lo, hi) = match var.kind {
+            Kind::Float(lo, hi) => (lo, hi),
+            _ => (f64::MIN, f64::MAX),
+        };
         let allowed = format!("a number from {lo} to {hi}");
-        match self.parse::<f64>(name, &allowed) {
+        match self.parse::<f64>(var, &allowed) {
             Some(x) if x.is_finite() && x >= lo && x <= hi => x,
             Some(x) => {
-                self.fail(name, &x.to_string(), &allowed);
+                self.fail(var, &x.to_string(), &allowed);
                 lo
             }
             None => lo,
@@ -214,50 +245,55 @@ impl Reader<'_> {
     }
 
     /// A socket address.
-    pub(crate) fn addr(&mut self, name: &str) -> SocketAddr {
-        self.parse(name, "a socket address such as 0.0.0.0:8080 or [::]:8080")
+    pub(crate) fn addr(&mut self, var: &Var) -> SocketAddr {
+        self.parse(var, "a socket address such as 0.0.0.0:8080 or [::]:8080")
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)))
     }
 
     /// `true`/`1` or `false`/`0`.
-    pub(crate) fn bool(&mut self, name: &str) -> bool {
-        match self.value(name).as_deref() {
+    pub(crate) fn bool(&mut self, var: &Var) -> bool {
+        match self.value(var).as_deref() {
             Some("true") | Some("1") => true,
             Some("false") | Some("0") | Some("") | None => false,
             Some(other) => {
                 let other = other.to_owned();
-                self.fail(name, &other, "true or false");
+                self.fail(var, &other, "true or false");
                 false
             }
         }
     }
 
-    /// One of `choices`.
-    pub(crate) fn choice<T: Copy>(
-        &mut self,
-        name: &str,
-        choices: &[(&str, T)],
-        allowed: &str,
-    ) -> T {
-        let v = self.value(name).unwrap_or_default();
-        match choices.iter().find(|(k, _)| *k == v) {
+    /// One of the variable's words ([`Kind::Enum`]), each mapped to the value at the same
+    /// place in `values`; the first value when it is none of them.
+    pub(crate) fn choice<T: Copy>(&mut self, var: &Var, values: &[T], allowed: &str) -> T {
+        debug_assert!(
+            matches!(var.kind, Kind::Enum(ws) if ws.len() == values.len()),
+            "{}: one value per word",
+            var.name
+        );
+        let words: &[&str] = match var.kind {
+            Kind::Enum(ws) => ws,
+            _ => &[],
+        };
+        let v = self.value(var).unwrap_or_default();
+        match words.iter().zip(values).find(|(w, _)| **w == v) {
             Some((_, t)) => *t,
             None => {
-                self.fail(name, &v, allowed);
-                choices[0].1
+                self.fail(var, &v, allowed);
+                values[0]
             }
         }
     }
 
     /// An `https://` URL, without a trailing slash.
-    pub(crate) fn https_url(&mut self, name: &str) -> String {
-        let v = self.value(name).unwrap_or_default();
+    pub(crate) fn https_url(&mut self, var: &Var) -> String {
+        let v = self.value(var).unwrap_or_default();
         let ok = v
             .strip_prefix("https://")
             .is_some_and(|rest| !rest.is_empty() && !rest.contains(char::is_whitespace));
         if !ok {
             self.fail(
-                name,
+                var,
                 &v,
                 "an https:// URL such as https://api.push.apple.com",
             );
@@ -266,8 +302,9 @@ impl Reader<'_> {
     }
 
     /// A readable PEM file of certificates, when set.
-    pub(crate) fn ca_file(&mut self, name: &str) -> Option<PathBuf> {
-        let path = self.set(name).map(PathBuf::from)?;
+    pub(crate) fn ca_file(&mut self, var: &Var) -> Option<PathBuf> {
+        let name = var.name;
+        let path = self.set(var).map(PathBuf::from)?;
         match std::fs::read_to_string(&path) {
             Ok(text) if text.contains("-----BEGIN CERTIFICATE-----") => {}
             Ok(_) => self.problem(format!(
@@ -305,7 +342,7 @@ impl Config {
         let signed = crate::signed::api::Settings {
             default_topic: match &delivery {
                 Delivery::Apns(a) => Some(a.topic.clone()),
-                _ => r.set("APNS_TOPIC"),
+                _ => r.set(&vars::APNS_TOPIC),
             },
             max_ciphertext_chars: v1.max_ciphertext_chars,
             receipt_ttl_ms: core.receipt_ttl_ms,

@@ -3,31 +3,32 @@
 
 use std::time::Duration;
 
-use super::{Delivery, Reader};
+use super::vars::*;
+use super::{text_bounds, Delivery, Reader};
 use crate::store::queue::QueueKey;
 use crate::store::redis::RedisSettings;
 use crate::store::{RedisFailure, Settings};
 
 pub(super) fn read(r: &mut Reader<'_>, delivery: &Delivery) -> Settings {
-    let prefix = r.value("RELAY_REDIS_PREFIX").unwrap_or_default();
-    if prefix.len() > 64 || prefix.contains(['{', '}']) || prefix.contains(char::is_whitespace) {
+    let prefix = r.value(&RELAY_REDIS_PREFIX).unwrap_or_default();
+    if prefix.len() > text_bounds(&RELAY_REDIS_PREFIX).1
+        || prefix.contains(['{', '}'])
+        || prefix.contains(char::is_whitespace)
+    {
         r.fail(
-            "RELAY_REDIS_PREFIX",
+            &RELAY_REDIS_PREFIX,
             &prefix,
             "at most 64 characters, without braces or spaces",
         );
     }
-    let pool_size = r.int("RELAY_REDIS_POOL_SIZE", 1, 64) as usize;
-    let timeout = Duration::from_millis(r.int("RELAY_REDIS_TIMEOUT_MS", 10, 60_000));
+    let pool_size = r.int(&RELAY_REDIS_POOL_SIZE) as usize;
+    let timeout = Duration::from_millis(r.int(&RELAY_REDIS_TIMEOUT_MS));
     let on_failure = r.choice(
-        "RELAY_REDIS_FAILURE",
-        &[
-            ("degrade", RedisFailure::Degrade),
-            ("reject", RedisFailure::Reject),
-        ],
+        &RELAY_REDIS_FAILURE,
+        &[RedisFailure::Degrade, RedisFailure::Reject],
         "degrade or reject",
     );
-    let redis = r.set("REDIS_URL").map(|url| {
+    let redis = r.set(&REDIS_URL).map(|url| {
         // Parsed the way the client will parse it; the URL may hold a password, so the
         // message never repeats it.
         if let Err(e) = fred::types::config::Config::from_url(&url) {
@@ -43,7 +44,7 @@ pub(super) fn read(r: &mut Reader<'_>, delivery: &Delivery) -> Settings {
             timeout,
         }
     });
-    let queue_key = match r.set("RELAY_QUEUE_KEY") {
+    let queue_key = match r.set(&RELAY_QUEUE_KEY) {
         Some(k) if k.chars().count() >= 32 => Some(QueueKey::derive(k.as_bytes())),
         Some(_) => {
             r.problem(

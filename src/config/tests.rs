@@ -158,11 +158,8 @@ fn kinds_agree_with_the_parser() {
     };
     let mut checked = 0;
     for v in VARS {
-        let (kind, arg) = v.kind.split_once(':').unwrap_or((v.kind, ""));
-        match kind {
-            "int" => {
-                let (lo, hi) = arg.split_once("..").unwrap();
-                let (lo, hi): (u64, u64) = (lo.parse().unwrap(), hi.parse().unwrap());
+        match v.kind {
+            Kind::Int(lo, hi) => {
                 // The ciphertext cap's upper range is bounded by the APNs body too.
                 if v.name != "RELAY_MAX_CIPHERTEXT_CHARS" {
                     assert!(accepts(v.name, &hi.to_string()), "{} {hi}", v.name);
@@ -185,9 +182,7 @@ fn kinds_agree_with_the_parser() {
                 assert!(!accepts(v.name, "x"), "{}", v.name);
                 checked += 1;
             }
-            "float" => {
-                let (lo, hi) = arg.split_once("..").unwrap();
-                let (lo, hi): (f64, f64) = (lo.parse().unwrap(), hi.parse().unwrap());
+            Kind::Float(lo, hi) => {
                 assert!(accepts(v.name, &lo.to_string()), "{} {lo}", v.name);
                 assert!(accepts(v.name, &hi.to_string()), "{} {hi}", v.name);
                 assert!(
@@ -203,14 +198,14 @@ fn kinds_agree_with_the_parser() {
                 assert!(!accepts(v.name, "NaN"), "{}", v.name);
                 checked += 1;
             }
-            "enum" => {
-                for choice in arg.split('|') {
+            Kind::Enum(choices) => {
+                for choice in choices {
                     assert!(accepts(v.name, choice), "{} {choice}", v.name);
                 }
                 assert!(!accepts(v.name, "not-a-choice"), "{}", v.name);
                 checked += 1;
             }
-            "bool" => {
+            Kind::Bool => {
                 assert!(
                     accepts(v.name, "true") && accepts(v.name, "false"),
                     "{}",
@@ -219,8 +214,15 @@ fn kinds_agree_with_the_parser() {
                 assert!(!accepts(v.name, "maybe"), "{}", v.name);
                 checked += 1;
             }
-            "addr" | "url" | "string" | "appleid" | "path" | "secret" | "list" => {}
-            other => panic!("{}: unknown kind {other}", v.name),
+            Kind::Addr
+            | Kind::RedisUrl
+            | Kind::HttpUrl
+            | Kind::HttpsUrl
+            | Kind::Text(..)
+            | Kind::AppleId
+            | Kind::Path
+            | Kind::Secret
+            | Kind::CidrList => {}
         }
     }
     assert!(checked >= 20, "{checked}");
@@ -229,14 +231,20 @@ fn kinds_agree_with_the_parser() {
 #[test]
 fn defaults_match_their_kinds() {
     for v in VARS {
-        if let (Some(d), Some(range)) = (v.default, v.kind.strip_prefix("int:")) {
-            let (lo, hi) = range.split_once("..").unwrap();
-            let n: u64 = d.parse().unwrap();
-            assert!(
-                n >= lo.parse().unwrap() && n <= hi.parse().unwrap(),
-                "{}",
-                v.name
-            );
+        match (v.default, v.kind) {
+            (Some(d), Kind::Int(lo, hi)) => {
+                let n: u64 = d.parse().unwrap();
+                assert!(n >= lo && n <= hi, "{}", v.name);
+            }
+            (Some(d), Kind::Float(lo, hi)) => {
+                let x: f64 = d.parse().unwrap();
+                assert!(x >= lo && x <= hi, "{}", v.name);
+            }
+            (Some(d), Kind::Enum(words)) => assert!(words.contains(&d), "{}", v.name),
+            (Some(d), Kind::Text(min, max)) => {
+                assert!((min..=max).contains(&d.chars().count()), "{}", v.name)
+            }
+            _ => {}
         }
     }
 }
@@ -535,4 +543,56 @@ fn development_is_sandbox() {
         .unwrap()
         .help;
     assert!(help.contains("development"), "{help}");
+}
+
+#[test]
+fn bounds_that_other_modules_define_match_the_table() {
+    // The smallest ciphertext the alert payload is built for.
+    assert_eq!(
+        vars::RELAY_MAX_CIPHERTEXT_CHARS.kind,
+        Kind::Int(crate::delivery::alert::MIN_CIPHERTEXT_CHARS as u64, 4096)
+    );
+    // Every variable is listed once, and each constant is the one listed.
+    let mut names: Vec<&str> = VARS.iter().map(|v| v.name).collect();
+    names.sort_unstable();
+    names.dedup();
+    assert_eq!(names.len(), VARS.len());
+    assert!(VARS.iter().any(|v| v.name == vars::RELAY_LISTEN.name));
+}
+
+#[test]
+fn every_variable_a_reader_names_in_prose_is_one_it_reads() {
+    // Messages name variables in their text; a misspelt name there would send an operator
+    // looking for a setting that does not exist. (`unknown.rs` names other programs'
+    // variables on purpose.)
+    let sources = [
+        ("admin.rs", include_str!("admin.rs")),
+        ("apns.rs", include_str!("apns.rs")),
+        ("fcm.rs", include_str!("fcm.rs")),
+        ("ice.rs", include_str!("ice.rs")),
+        ("listen.rs", include_str!("listen.rs")),
+        ("mailbox.rs", include_str!("mailbox.rs")),
+        ("mod.rs", include_str!("mod.rs")),
+        ("policy.rs", include_str!("policy.rs")),
+        ("store.rs", include_str!("store.rs")),
+        ("telemetry.rs", include_str!("telemetry.rs")),
+        ("v1.rs", include_str!("v1.rs")),
+    ];
+    // Not variables: a Rust constant, and the module documentation's example of a typo.
+    let not_variables = ["APNS_MAX_BODY_BYTES", "RELAY_DEDUP_WINDOW"];
+    let mut unknown = Vec::new();
+    for (file, text) in sources {
+        let words =
+            text.split(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'));
+        for w in words {
+            let ours = ["RELAY_", "APNS_", "FCM_", "OTEL_", "REDIS_"]
+                .iter()
+                .any(|p| w.starts_with(p) && w.len() > p.len());
+            let known = VARS.iter().any(|v| v.name == w) || not_variables.contains(&w);
+            if ours && !w.ends_with('_') && !known {
+                unknown.push(format!("{file}: {w}"));
+            }
+        }
+    }
+    assert!(unknown.is_empty(), "{unknown:?}");
 }

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use super::vars::*;
 use super::{Delivery, Reader};
-use crate::delivery::alert::MIN_CIPHERTEXT_CHARS;
 use crate::delivery::Settings as Core;
 use crate::v1::{Intake, Settings};
 
@@ -25,40 +25,32 @@ fn is_app_id(s: &str) -> bool {
 }
 
 pub(super) fn read(r: &mut Reader<'_>, delivery: &Delivery, core: &Core) -> Settings {
-    let max_ciphertext_chars = r.int(
-        "RELAY_MAX_CIPHERTEXT_CHARS",
-        MIN_CIPHERTEXT_CHARS as u64,
-        4096,
-    ) as usize;
+    let max_ciphertext_chars = r.int(&RELAY_MAX_CIPHERTEXT_CHARS) as usize;
     super::apns::check_cap(r, max_ciphertext_chars, &core.alert_title, &core.alert_body);
-    let max_inflight = r.int("RELAY_MAX_INFLIGHT", 1, 1_000_000) as usize;
-    let header_timeout = Duration::from_millis(r.int("RELAY_HEADER_TIMEOUT_MS", 100, 120_000));
-    let body_timeout = Duration::from_millis(r.int("RELAY_BODY_TIMEOUT_MS", 100, 120_000));
-    let ip_capacity = r.int("RELAY_IP_RATE_CAPACITY", 0, 1_000_000) as u32;
-    let ip_refill = r.float(
-        "RELAY_IP_RATE_REFILL_PER_S",
-        super::policy::MIN_REFILL_PER_S,
-        1_000_000.0,
-    );
+    let max_inflight = r.int(&RELAY_MAX_INFLIGHT) as usize;
+    let header_timeout = Duration::from_millis(r.int(&RELAY_HEADER_TIMEOUT_MS));
+    let body_timeout = Duration::from_millis(r.int(&RELAY_BODY_TIMEOUT_MS));
+    let ip_capacity = r.int(&RELAY_IP_RATE_CAPACITY) as u32;
+    let ip_refill = r.float(&RELAY_IP_RATE_REFILL_PER_S);
     let trusted_proxies = match crate::v1::clients::parse_trusted(
-        &r.value("RELAY_TRUSTED_PROXIES").unwrap_or_default(),
+        &r.value(&RELAY_TRUSTED_PROXIES).unwrap_or_default(),
     ) {
         Ok(t) => t,
         Err(bad) => {
             r.fail(
-                "RELAY_TRUSTED_PROXIES",
+                &RELAY_TRUSTED_PROXIES,
                 &bad,
                 "comma-separated addresses or blocks such as 10.0.0.0/8, fd00::/8",
             );
             Vec::new()
         }
     };
-    let aasa_app_ids = match r.set("RELAY_AASA_APP_IDS") {
+    let aasa_app_ids = match r.set(&RELAY_AASA_APP_IDS) {
         Some(list) => {
             let ids: Vec<String> = list.split(',').map(|s| s.trim().to_owned()).collect();
             if !ids.iter().all(|id| is_app_id(id)) {
                 r.fail(
-                    "RELAY_AASA_APP_IDS",
+                    &RELAY_AASA_APP_IDS,
                     &list,
                     "comma-separated app ids <TEAMID>.<bundle id>, e.g. ABCDE12345.com.example.app",
                 );
@@ -71,22 +63,18 @@ pub(super) fn read(r: &mut Reader<'_>, delivery: &Delivery, core: &Core) -> Sett
         },
     };
     let intake = r.choice(
-        "RELAY_V1_INTAKE",
-        &[
-            ("public", Intake::Public),
-            ("local", Intake::Local),
-            ("off", Intake::Off),
-        ],
+        &RELAY_V1_INTAKE,
+        &[Intake::Public, Intake::Local, Intake::Off],
         "public, local or off",
     );
-    let sunset = r.set("RELAY_V1_SUNSET");
+    let sunset = r.set(&RELAY_V1_SUNSET);
     if let Some(v) = &sunset {
         // Sent verbatim as a header value: it must be one, and it should be an HTTP date.
         let printable = v.bytes().all(|b| (0x20..0x7f).contains(&b));
         if !printable || v.len() > 64 || !is_http_date(v) {
             let v = v.clone();
             r.fail(
-                "RELAY_V1_SUNSET",
+                &RELAY_V1_SUNSET,
                 &v,
                 "an HTTP date such as Wed, 01 Jul 2027 00:00:00 GMT",
             );
