@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::{error_text, Endpoint};
+use super::endpoint::{error_text, Endpoint};
 use crate::secret::Secret;
 
 /// A client of one relay's admin API.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use http_body_util::BodyExt;
 use serde_json::{json, Map, Value};
 
-use super::{error_text, Endpoint};
+use super::endpoint::{error_text, Endpoint};
 use crate::signed::sig::{self, PrivateKey};
 
 /// What to push.

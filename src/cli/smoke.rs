@@ -47,7 +47,7 @@ pub fn healthy(status: u16, body: &str) -> bool {
 /// Posts the smoke envelope to `url` and returns the status and body.
 pub async fn run(url: &str) -> anyhow::Result<(u16, String)> {
     let body = serde_json::to_vec(&envelope())?;
-    super::request(
+    super::endpoint::request(
         hyper::Method::POST,
         url,
         &[("content-type", "application/json".to_owned())],

@@ -5,8 +5,8 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
+use super::reader::Reader;
 use super::vars::*;
-use super::Reader;
 use crate::admin::{Settings, SocketSettings, TcpSettings};
 use crate::secret::Secret;
 

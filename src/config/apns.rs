@@ -3,12 +3,23 @@
 
 use std::time::Duration;
 
+use super::reader::Reader;
 use super::vars::*;
-use super::{text_bounds, Delivery, Reader};
 use crate::delivery::{EnvironmentMode, Settings as Core};
 use crate::push::apns::payload;
 use crate::push::apns::Settings;
 use crate::secret::Secret;
+
+/// How forwards are delivered, as configured.
+#[derive(Debug, Clone)]
+pub(crate) enum Delivery {
+    /// Send to APNs with these settings.
+    Apns(crate::push::apns::Settings),
+    /// No credentials, `RELAY_DRY_RUN=true`: log and answer forwarded.
+    DryRun,
+    /// No credentials: answer 502 "relay is not configured for APNs delivery".
+    Unconfigured,
+}
 
 fn is_apple_id(s: &str) -> bool {
     s.len() == 10

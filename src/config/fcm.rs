@@ -3,8 +3,8 @@
 //! URL (`FCM_URL`) and extra trusted roots (`FCM_CA_FILE`). The key is parsed and signs once
 //! here, so a bad key stops start-up; no message ever quotes it.
 
+use super::reader::Reader;
 use super::vars::*;
-use super::Reader;
 use crate::push::fcm::{ServiceAccount, Settings};
 
 /// What a service account key is, for messages: where an operator finds one.

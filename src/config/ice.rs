@@ -2,8 +2,8 @@
 //! coturn (URLs and shared secret, both or neither), Cloudflare Realtime TURN (key id and
 //! API token, both or neither), Cloudflare's base URL and extra trusted roots for it.
 
+use super::reader::Reader;
 use super::vars::*;
-use super::{Reader, Var};
 use crate::mailbox::ice::{Cloudflare, Coturn, IceUrl, Settings, UrlKind, CLOUDFLARE_TIMEOUT};
 use crate::secret::Secret;
 

@@ -5,8 +5,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use super::reader::Reader;
 use super::vars::*;
-use super::Reader;
 
 /// Listeners and drain.
 #[derive(Debug, Clone)]

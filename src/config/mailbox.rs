@@ -1,7 +1,7 @@
 //! The mailbox front-end: `RELAY_APPS` and the mailbox limits (`RELAY_MAILBOX_*`).
 
+use super::reader::Reader;
 use super::vars::*;
-use super::Reader;
 use crate::mailbox::{App, Settings};
 use crate::store::mailbox::Limits;
 

@@ -30,6 +30,7 @@ mod ice;
 mod listen;
 mod mailbox;
 mod policy;
+mod reader;
 mod store;
 mod telemetry;
 mod unknown;
@@ -37,11 +38,13 @@ mod v1;
 mod vars;
 
 use std::fmt;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 
 pub use crate::telemetry::UnknownVar;
-pub use vars::{Kind, Section, VARS};
+pub(crate) use apns::Delivery;
+pub use reader::Lookup;
+pub use vars::{Kind, Section, Var, VARS};
+
+use reader::Reader;
 
 /// What [`Config::load_env`] makes of a variable in the environment that looks meant for
 /// the relay but that it does not read.
@@ -51,58 +54,6 @@ pub enum UnknownVars {
     Warn,
     /// `check-config`: each is a problem, and the configuration is not valid.
     Refuse,
-}
-
-/// One configuration variable.
-#[derive(Debug, Clone, Copy)]
-pub struct Var {
-    /// The environment variable; the flag is derived from it.
-    pub name: &'static str,
-    /// The section of the configuration reference that documents it.
-    pub section: Section,
-    /// The default, as the user would write it; `None` means unset.
-    pub default: Option<&'static str>,
-    /// What values it takes; the readers check these bounds, and the chart's
-    /// `values.schema.json` and the reference's tables repeat them.
-    pub kind: Kind,
-    /// What it does: the reference's text (Markdown), and `--help`'s.
-    pub help: &'static str,
-}
-
-/// The character bounds of a [`Kind::Text`] variable (`(0, usize::MAX)` for another kind).
-pub(crate) fn text_bounds(var: &Var) -> (usize, usize) {
-    debug_assert!(
-        matches!(var.kind, Kind::Text(..)),
-        "{} is not text",
-        var.name
-    );
-    match var.kind {
-        Kind::Text(min, max) => (min, max),
-        _ => (0, usize::MAX),
-    }
-}
-
-/// Looks a variable's value up (flag or environment); `None` when unset.
-pub trait Lookup {
-    /// The raw value of `name`, if set.
-    fn get(&self, name: &str) -> Option<String>;
-}
-
-impl<F: Fn(&str) -> Option<String>> Lookup for F {
-    fn get(&self, name: &str) -> Option<String> {
-        self(name)
-    }
-}
-
-/// How forwards are delivered, as configured.
-#[derive(Debug, Clone)]
-pub(crate) enum Delivery {
-    /// Send to APNs with these settings.
-    Apns(crate::push::apns::Settings),
-    /// No credentials, `RELAY_DRY_RUN=true`: log and answer forwarded.
-    DryRun,
-    /// No credentials: answer 502 "relay is not configured for APNs delivery".
-    Unconfigured,
 }
 
 /// The validated configuration.
@@ -151,171 +102,6 @@ impl fmt::Display for ConfigErrors {
 }
 
 impl std::error::Error for ConfigErrors {}
-
-/// Reads variables and collects every problem.
-pub(crate) struct Reader<'a> {
-    lookup: &'a dyn Lookup,
-    errors: Vec<String>,
-}
-
-impl Reader<'_> {
-    fn raw(&self, var: &Var) -> Option<String> {
-        self.lookup.get(var.name).map(|v| v.trim().to_owned())
-    }
-
-    /// The value, or the variable's default.
-    pub(crate) fn value(&self, var: &Var) -> Option<String> {
-        self.raw(var).or_else(|| var.default.map(str::to_owned))
-    }
-
-    /// The value when set and not empty (no default).
-    pub(crate) fn set(&self, var: &Var) -> Option<String> {
-        self.raw(var).filter(|v| !v.is_empty())
-    }
-
-    /// Whether the variable is given at all (even empty).
-    pub(crate) fn given(&self, var: &Var) -> bool {
-        self.raw(var).is_some()
-    }
-
-    /// Records a problem with a variable's value.
-    pub(crate) fn fail(&mut self, var: &Var, value: &str, allowed: &str) {
-        self.errors
-            .push(format!("{}={value:?} is not valid: {allowed}", var.name));
-    }
-
-    /// Records a problem in free form (it must name the variable).
-    pub(crate) fn problem(&mut self, text: String) {
-        self.errors.push(text);
-    }
-
-    pub(crate) fn parse<T: std::str::FromStr>(&mut self, var: &Var, allowed: &str) -> Option<T> {
-        let v = self.value(var)?;
-        match v.parse() {
-            Ok(t) => Some(t),
-            Err(_) => {
-                self.fail(var, &v, allowed);
-                None
-            }
-        }
-    }
-
-    /// An integer within the variable's bounds ([`Kind::Int`]).
-    pub(crate) fn int(&mut self, var: &Var) -> u64 {
-        debug_assert!(
-            matches!(var.kind, Kind::Int(..)),
-            "{} is not an integer",
-            var.name
-        );
-        let (lo, hi) = match var.kind {
-            Kind::Int(lo, hi) => (lo, hi),
-            _ => (0, u64::MAX),
-        };
-        let allowed = format!("an integer from {lo} to {hi}");
-        match self.parse::<u64>(var, &allowed) {
-            Some(n) if (lo..=hi).contains(&n) => n,
-            Some(n) => {
-                self.fail(var, &n.to_string(), &allowed);
-                lo
-            }
-            None => lo,
-        }
-    }
-
-    /// A finite number within the variable's bounds ([`Kind::Float`]).
-    pub(crate) fn float(&mut self, var: &Var) -> f64 {
-        debug_assert!(
-            matches!(var.kind, Kind::Float(..)),
-            "{} is not a number",
-            var.name
-        );
-        let (lo, hi) = match var.kind {
-            Kind::Float(lo, hi) => (lo, hi),
-            _ => (f64::MIN, f64::MAX),
-        };
-        let allowed = format!("a number from {lo} to {hi}");
-        match self.parse::<f64>(var, &allowed) {
-            Some(x) if x.is_finite() && x >= lo && x <= hi => x,
-            Some(x) => {
-                self.fail(var, &x.to_string(), &allowed);
-                lo
-            }
-            None => lo,
-        }
-    }
-
-    /// A socket address.
-    pub(crate) fn addr(&mut self, var: &Var) -> SocketAddr {
-        self.parse(var, "a socket address such as 0.0.0.0:8080 or [::]:8080")
-            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)))
-    }
-
-    /// `true`/`1` or `false`/`0`.
-    pub(crate) fn bool(&mut self, var: &Var) -> bool {
-        match self.value(var).as_deref() {
-            Some("true") | Some("1") => true,
-            Some("false") | Some("0") | Some("") | None => false,
-            Some(other) => {
-                let other = other.to_owned();
-                self.fail(var, &other, "true or false");
-                false
-            }
-        }
-    }
-
-    /// One of the variable's words ([`Kind::Enum`]), each mapped to the value at the same
-    /// place in `values`; the first value when it is none of them.
-    pub(crate) fn choice<T: Copy>(&mut self, var: &Var, values: &[T], allowed: &str) -> T {
-        debug_assert!(
-            matches!(var.kind, Kind::Enum(ws) if ws.len() == values.len()),
-            "{}: one value per word",
-            var.name
-        );
-        let words: &[&str] = match var.kind {
-            Kind::Enum(ws) => ws,
-            _ => &[],
-        };
-        let v = self.value(var).unwrap_or_default();
-        match words.iter().zip(values).find(|(w, _)| **w == v) {
-            Some((_, t)) => *t,
-            None => {
-                self.fail(var, &v, allowed);
-                values[0]
-            }
-        }
-    }
-
-    /// An `https://` URL, without a trailing slash.
-    pub(crate) fn https_url(&mut self, var: &Var) -> String {
-        let v = self.value(var).unwrap_or_default();
-        let ok = v
-            .strip_prefix("https://")
-            .is_some_and(|rest| !rest.is_empty() && !rest.contains(char::is_whitespace));
-        if !ok {
-            self.fail(
-                var,
-                &v,
-                "an https:// URL such as https://api.push.apple.com",
-            );
-        }
-        v.trim_end_matches('/').to_owned()
-    }
-
-    /// A readable PEM file of certificates, when set.
-    pub(crate) fn ca_file(&mut self, var: &Var) -> Option<PathBuf> {
-        let name = var.name;
-        let path = self.set(var).map(PathBuf::from)?;
-        match std::fs::read_to_string(&path) {
-            Ok(text) if text.contains("-----BEGIN CERTIFICATE-----") => {}
-            Ok(_) => self.problem(format!(
-                "{name}={} is not valid: it holds no PEM certificate",
-                path.display()
-            )),
-            Err(e) => self.problem(format!("{name}={} cannot be read: {e}", path.display())),
-        }
-        Some(path)
-    }
-}
 
 impl Config {
     /// Reads and validates every variable; returns all problems at once.

@@ -1,8 +1,8 @@
 //! The device policy: `RELAY_DEDUP_WINDOW_S`, `RELAY_FLAP_*`, `RELAY_COOLDOWN_INTERVAL_S`,
 //! `RELAY_RATE_*`.
 
+use super::reader::Reader;
 use super::vars::*;
-use super::Reader;
 use crate::policy::Policy;
 
 pub(super) fn read(r: &mut Reader<'_>) -> Policy {

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use super::apns::Delivery;
+use super::reader::Reader;
 use super::vars::*;
-use super::{text_bounds, Delivery, Reader};
 use crate::store::queue::QueueKey;
 use crate::store::redis::RedisSettings;
 use crate::store::{RedisFailure, Settings};

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use super::reader::Reader;
 use super::vars::*;
-use super::{text_bounds, Reader};
 use crate::telemetry::{LogFormat, Settings};
 
 pub(super) fn read(r: &mut Reader<'_>) -> Settings {

@@ -35,7 +35,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::VARS;
+use super::vars::VARS;
 use crate::telemetry::UnknownVar;
 
 /// Prefixes whose every name is the relay's.

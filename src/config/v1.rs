@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use super::apns::Delivery;
+use super::reader::Reader;
 use super::vars::*;
-use super::{Delivery, Reader};
 use crate::delivery::Settings as Core;
 use crate::v1::{Intake, Settings};
 

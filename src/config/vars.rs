@@ -7,8 +7,36 @@
 //! the tables of `docs/configuration.md` from this one) and `scripts/gen_values_schema.py`
 //! (the chart's `values.schema.json`, parsing the rows below) all read it.
 
-use super::Var;
 use Kind::*;
+
+/// One configuration variable.
+#[derive(Debug, Clone, Copy)]
+pub struct Var {
+    /// The environment variable; the flag is derived from it.
+    pub name: &'static str,
+    /// The section of the configuration reference that documents it.
+    pub section: Section,
+    /// The default, as the user would write it; `None` means unset.
+    pub default: Option<&'static str>,
+    /// What values it takes; the readers check these bounds, and the chart's
+    /// `values.schema.json` and the reference's tables repeat them.
+    pub kind: Kind,
+    /// What it does: the reference's text (Markdown), and `--help`'s.
+    pub help: &'static str,
+}
+
+/// The character bounds of a [`Kind::Text`] variable (`(0, usize::MAX)` for another kind).
+pub(crate) fn text_bounds(var: &Var) -> (usize, usize) {
+    debug_assert!(
+        matches!(var.kind, Kind::Text(..)),
+        "{} is not text",
+        var.name
+    );
+    match var.kind {
+        Kind::Text(min, max) => (min, max),
+        _ => (0, usize::MAX),
+    }
+}
 
 /// What values a variable takes, as the readers check them: bounds are inclusive.
 #[derive(Debug, Clone, Copy, PartialEq)]
