@@ -159,19 +159,17 @@ impl App {
         };
         let sender = match (&cfg.delivery, &apns) {
             (_, Some(client)) => Sender::Push(client.clone()),
-            (Configured::DryRun, None) => Sender::DryRun,
+            (Configured::DryRun, None) => Sender::DryRun(crate::push::apns::render),
             _ => Sender::Unconfigured,
         };
-        let mut modules: Vec<Arc<dyn crate::mailbox::push::Module>> = Vec::new();
+        let mut modules: Vec<Arc<dyn crate::push::Push>> = Vec::new();
         if let Some(client) = &apns {
-            modules.push(Arc::new(crate::mailbox::push::apns::ApnsModule::new(
-                client.clone(),
-            )));
+            modules.push(client.clone());
         }
         if let Some(f) = &cfg.fcm {
             let client = Arc::new(crate::push::fcm::FcmClient::new(f)?);
             tracing::info!(project = client.project_id(), "FCM module loaded");
-            modules.push(Arc::new(crate::mailbox::push::fcm::FcmModule::new(client)));
+            modules.push(client);
         }
         let delivery = Arc::new(Delivery::new(
             cfg.core.clone(),

@@ -6,6 +6,7 @@
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 
+use crate::push::Reason;
 use crate::store::receipts::State;
 
 /// How a request ended.
@@ -27,8 +28,8 @@ pub enum Outcome {
     },
     /// APNs rejected the device token just now.
     TokenRejected {
-        /// Apple's reason.
-        reason: String,
+        /// The service's reason.
+        reason: Reason,
     },
     /// The token is in the dead-token memory: answered like APNs answered it, without
     /// asking APNs again (counted apart from APNs's own answers).
@@ -38,13 +39,13 @@ pub enum Outcome {
     },
     /// APNs throttled the device (429) and the notification could not be queued.
     ApnsThrottled {
-        /// Apple's reason.
-        reason: String,
+        /// The service's reason.
+        reason: Reason,
     },
     /// APNs rejected the relay's credentials.
     CredentialsRejected {
-        /// Apple's reason.
-        reason: String,
+        /// The service's reason.
+        reason: Reason,
     },
     /// No answer from APNs, and the notification could not be queued.
     ApnsUnreachable,
@@ -52,8 +53,8 @@ pub enum Outcome {
     ApnsError {
         /// APNs's HTTP status.
         status: u16,
-        /// Apple's reason.
-        reason: String,
+        /// The service's reason.
+        reason: Reason,
     },
     /// No APNs credentials and not a dry run.
     NotConfigured,
@@ -154,20 +155,20 @@ impl Outcome {
             Outcome::Queued => json!({"v": 1, "outcome": "queued"}),
             Outcome::RateLimited { .. } => error("device is rate limited"),
             Outcome::TokenRejected { reason } => {
-                json!({"v": 1, "error": "device token rejected by APNs", "reason": reason})
+                json!({"v": 1, "error": "device token rejected by APNs", "reason": reason.text()})
             }
             Outcome::TokenRemembered { reason } => {
                 json!({"v": 1, "error": "device token rejected by APNs", "reason": reason})
             }
             Outcome::ApnsThrottled { reason } => {
-                json!({"v": 1, "error": "APNs rate limited this device", "reason": reason})
+                json!({"v": 1, "error": "APNs rate limited this device", "reason": reason.text()})
             }
             Outcome::CredentialsRejected { reason } => {
-                json!({"v": 1, "error": "relay APNs credentials rejected", "reason": reason})
+                json!({"v": 1, "error": "relay APNs credentials rejected", "reason": reason.text()})
             }
             Outcome::ApnsUnreachable => error("APNs unreachable"),
             Outcome::ApnsError { status, reason } => {
-                json!({"v": 1, "error": "APNs error", "apnsStatus": status, "reason": reason})
+                json!({"v": 1, "error": "APNs error", "apnsStatus": status, "reason": reason.text()})
             }
             Outcome::NotConfigured => error("relay is not configured for APNs delivery"),
             Outcome::StoreUnavailable => error("relay state unavailable"),
@@ -228,12 +229,9 @@ impl Outcome {
     /// state and the extra JSON members (`retryAfterS`, `failure`), from bounded values only
     /// (Apple's reasons as their documented names or `other`).
     pub fn receipt_state(&self) -> (State, String) {
-        let failure = |status: Option<u16>, reason: &str| {
-            let reason = crate::push::apns::reason_label(reason);
-            match status {
-                Some(s) => format!(r#""failure":{{"apnsStatus":{s},"reason":"{reason}"}}"#),
-                None => format!(r#""failure":{{"reason":"{reason}"}}"#),
-            }
+        let failure = |status: Option<u16>, reason: &str| match status {
+            Some(s) => format!(r#""failure":{{"apnsStatus":{s},"reason":"{reason}"}}"#),
+            None => format!(r#""failure":{{"reason":"{reason}"}}"#),
         };
         let relay = |why: &str| format!(r#""failure":{{"reason":"{why}"}}"#);
         match self {
@@ -246,12 +244,16 @@ impl Outcome {
                 State::RateLimited,
                 format!(r#""retryAfterS":{retry_after_s}"#),
             ),
-            Outcome::TokenRejected { reason } => (State::Rejected, failure(None, reason)),
+            Outcome::TokenRejected { reason } => (State::Rejected, failure(None, reason.label())),
             Outcome::TokenRemembered { reason } => (State::Rejected, failure(None, reason)),
-            Outcome::CredentialsRejected { reason } => (State::Failed, failure(Some(403), reason)),
-            Outcome::ApnsThrottled { reason } => (State::Failed, failure(Some(429), reason)),
+            Outcome::CredentialsRejected { reason } => {
+                (State::Failed, failure(Some(403), reason.label()))
+            }
+            Outcome::ApnsThrottled { reason } => {
+                (State::Failed, failure(Some(429), reason.label()))
+            }
             Outcome::ApnsError { status, reason } => {
-                (State::Failed, failure(Some(*status), reason))
+                (State::Failed, failure(Some(*status), reason.label()))
             }
             other => (State::Failed, relay(other.label())),
         }
@@ -270,15 +272,16 @@ mod tests {
             Outcome::RateLimited { retry_after_s: 7 }.receipt_state(),
             (State::RateLimited, r#""retryAfterS":7"#.to_owned())
         );
+        let apns = |r| Reason::Apns(crate::push::apns::tests::parse(r));
         let (s, d) = Outcome::ApnsError {
             status: 500,
-            reason: "<script>x".into(),
+            reason: apns("<script>x"),
         }
         .receipt_state();
         assert_eq!(s, State::Failed);
         assert_eq!(d, r#""failure":{"apnsStatus":500,"reason":"other"}"#);
         let (s, d) = Outcome::TokenRejected {
-            reason: "Unregistered".into(),
+            reason: apns("Unregistered"),
         }
         .receipt_state();
         assert_eq!(
@@ -313,16 +316,22 @@ mod tests {
             Outcome::Coalesced,
             Outcome::Suppressed,
             Outcome::RateLimited { retry_after_s: 1 },
-            Outcome::TokenRejected { reason: "x".into() },
+            Outcome::TokenRejected {
+                reason: Reason::None,
+            },
             Outcome::TokenRemembered {
                 reason: "Unregistered",
             },
-            Outcome::ApnsThrottled { reason: "x".into() },
-            Outcome::CredentialsRejected { reason: "x".into() },
+            Outcome::ApnsThrottled {
+                reason: Reason::None,
+            },
+            Outcome::CredentialsRejected {
+                reason: Reason::None,
+            },
             Outcome::ApnsUnreachable,
             Outcome::ApnsError {
                 status: 500,
-                reason: "x".into(),
+                reason: Reason::None,
             },
             Outcome::NotConfigured,
             Outcome::StoreUnavailable,

@@ -1,6 +1,8 @@
 //! Push for mailboxes (the spec's "Push"): the core knows no push service. A registration
-//! names its service; the service's [`Module`], when loaded, checks its fields and delivers.
-//! Without a module, a registration is kept under the generic rules and nothing is sent.
+//! names its service; when the relay has loaded that service's [`Push`], the service's
+//! rules here ([`apns`], [`fcm`]) check its fields and turn a write into a service-neutral
+//! [`Notification`] sent through the same seam as every other push. Without a loaded
+//! service, a registration is kept under the generic rules and nothing is sent.
 //!
 //! At rest a registration is sealed with AES-256-GCM under
 //! `HKDF-SHA256(ikm = the bearer token, salt = "zerobyte-push-v1", info = "<id>/<dir>")`,
@@ -24,7 +26,8 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Map, Value};
 
 use super::auth::Bearer;
-use crate::push::BoxFuture;
+use crate::device::Environment;
+use crate::push::{Notification, Push, Service};
 use crate::store::mailbox::Dir;
 
 /// The services as labelled (`other` for a service without a module, `none` when no
@@ -64,45 +67,76 @@ impl Notify {
     }
 }
 
-/// What a module made of one push.
+/// What one push came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sent {
-    /// One of [`OUTCOMES`].
+    /// One of [`OUTCOMES`]: the verdict's class.
     pub outcome: &'static str,
     /// The token is dead: forget the registration.
     pub forget: bool,
 }
 
-/// A push service's module.
-pub trait Module: Send + Sync {
-    /// The registration's `service`.
-    fn service(&self) -> &'static str;
-    /// Checks the registration's fields (all of them: an unknown field is refused).
-    fn check(&self, registration: &Map<String, Value>) -> Result<(), &'static str>;
-    /// Sends one push for `registration` (already checked) on the app's `topic`.
-    fn send<'a>(
-        &'a self,
-        registration: &'a Map<String, Value>,
-        notify: Notify,
-        topic: &'a str,
-    ) -> BoxFuture<'a, Sent>;
-}
-
-/// The loaded modules.
+/// The loaded push services, one per [`Service`] at most.
 #[derive(Clone, Default)]
 pub struct Modules {
-    modules: Vec<Arc<dyn Module>>,
+    modules: Vec<Arc<dyn Push>>,
 }
 
 impl Modules {
-    /// With these modules.
-    pub fn new(modules: Vec<Arc<dyn Module>>) -> Self {
+    /// With these services.
+    pub fn new(modules: Vec<Arc<dyn Push>>) -> Self {
         Self { modules }
     }
 
-    /// The module of `service`, if loaded.
-    pub fn get(&self, service: &str) -> Option<&Arc<dyn Module>> {
-        self.modules.iter().find(|m| m.service() == service)
+    /// The service called `service`, if loaded.
+    pub fn get(&self, service: &str) -> Option<Module<'_>> {
+        let service = Service::parse(service)?;
+        self.modules
+            .iter()
+            .find(|p| p.service() == service)
+            .map(|push| Module { service, push })
+    }
+}
+
+/// A loaded service, as a registration finds it.
+#[derive(Clone, Copy)]
+pub struct Module<'a> {
+    service: Service,
+    push: &'a Arc<dyn Push>,
+}
+
+impl Module<'_> {
+    /// Checks a registration's fields by the service's rules (all of them: an unknown
+    /// field is refused).
+    pub fn check(&self, registration: &Map<String, Value>) -> Result<(), &'static str> {
+        match self.service {
+            Service::Apns => apns::check(registration),
+            Service::Fcm => fcm::check(registration),
+        }
+    }
+
+    /// Sends one push for `registration` (already checked) on the app's `topic`.
+    pub async fn send(
+        &self,
+        registration: &Map<String, Value>,
+        notify: Notify,
+        topic: &str,
+    ) -> Sent {
+        let n: Option<(Environment, Notification)> = match self.service {
+            Service::Apns => apns::notification(registration, notify, topic),
+            Service::Fcm => fcm::notification(registration, notify),
+        };
+        let Some((env, n)) = n else {
+            return Sent {
+                outcome: crate::push::VerdictClass::Rejected.as_str(),
+                forget: false,
+            };
+        };
+        let verdict = self.push.send(env, &n, self.push.request_timeout()).await;
+        Sent {
+            outcome: verdict.class().as_str(),
+            forget: verdict.forgets_registration(),
+        }
     }
 }
 
@@ -127,6 +161,23 @@ pub fn alert_text(registration: &Map<String, Value>) -> &str {
         .get("alert")
         .and_then(Value::as_str)
         .unwrap_or("New message")
+}
+
+/// The registration's tag.
+fn tag(registration: &Map<String, Value>) -> &str {
+    registration
+        .get("tag")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The neutral wake-up every service renders in its shape: the tag, and for an alert
+/// its text.
+fn wake(registration: &Map<String, Value>, notify: Notify) -> crate::push::Payload {
+    crate::push::Payload::Wake {
+        tag: tag(registration).to_owned(),
+        alert: (notify == Notify::Alert).then(|| alert_text(registration).to_owned()),
+    }
 }
 
 /// A registration's body, checked: the members every service shares (`service`, `tag`,
