@@ -145,7 +145,7 @@ pub struct App {
 impl App {
     /// Builds the relay from a validated configuration.
     pub fn build(cfg: Config, clock: Clock) -> anyhow::Result<Self> {
-        crate::metrics::register_known(crate::delivery::outcome::LABELS, crate::store::OPS);
+        crate::metrics::register_known(crate::v1::answer::LABELS, crate::store::OPS);
         crate::metrics::register_front_ends(
             crate::store::receipts::STATES.iter().map(|s| s.as_str()),
             transport::Transport::ALL.map(transport::Transport::label),
@@ -171,12 +171,10 @@ impl App {
             tracing::info!(project = client.project_id(), "FCM module loaded");
             modules.push(client);
         }
-        let delivery = Arc::new(Delivery::new(
-            cfg.core.clone(),
-            store.clone(),
-            sender,
-            clock,
-        ));
+        let delivery = Arc::new(
+            Delivery::new(cfg.core.clone(), store.clone(), sender, clock)
+                .with_receipts(crate::signed::receipt::state_of),
+        );
         let v1 = Arc::new(V1::new(
             cfg.v1.clone(),
             delivery.clone(),

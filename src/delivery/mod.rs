@@ -4,7 +4,8 @@
 //! admitted forward through the [`Push`] service (trying APNs's other environment once in
 //! auto mode when the token belongs there), rolls the forward record back if the service
 //! refuses it, queues it for retry when the failure is transient, and returns an
-//! [`Outcome`]. The retry worker ([`retry`]) settles queued forwards the same way.
+//! [`Outcome`]: what happened to the notification, which each front-end answers in its own
+//! vocabulary. The retry worker ([`retry`]) settles queued forwards the same way.
 //!
 //! Round trips to the store: one on the happy path (the admission); a refusal adds the
 //! rollback (and a dead token's burial), a queued forward adds the hold and the enqueue, an
@@ -30,6 +31,7 @@ use crate::policy::{DeadReason, Decision, Ticket, STALENESS_S};
 use crate::push::{Kind, Notification, Payload, Priority, Push, Verdict, VerdictClass};
 use crate::secret::Secret;
 use crate::store::queue::{backoff_ms, random_u32, Pending};
+use crate::store::receipts::State;
 use crate::store::{Admission, Store};
 
 /// `APNS_ENVIRONMENT`.
@@ -96,6 +98,11 @@ struct Attempt {
     env: Environment,
 }
 
+/// What a receipt records for a target whose outcome this is: its state and the extra
+/// JSON members. The front-end that keeps receipts (signed pushes) supplies it, so the
+/// retry worker can settle a queued target without knowing the receipt's vocabulary.
+pub type ReceiptState = fn(&Outcome) -> (State, String);
+
 /// The delivery core.
 #[derive(Debug)]
 pub struct Delivery {
@@ -103,6 +110,7 @@ pub struct Delivery {
     store: Arc<Store>,
     sender: Sender,
     clock: Clock,
+    receipt_state: Option<ReceiptState>,
 }
 
 /// A UUID derived from the alert (SHA-256 of device, collapseId and ciphertext), so every
@@ -184,7 +192,14 @@ impl Delivery {
             store,
             sender,
             clock,
+            receipt_state: None,
         }
+    }
+
+    /// With the receipt vocabulary queued targets of signed pushes settle in.
+    pub fn with_receipts(mut self, receipt_state: ReceiptState) -> Self {
+        self.receipt_state = Some(receipt_state);
+        self
     }
 
     /// The store.
@@ -248,11 +263,7 @@ impl Delivery {
             Decision::RateLimited { retry_after_s } => {
                 return Outcome::RateLimited { retry_after_s }
             }
-            Decision::Dead(reason) => {
-                return Outcome::TokenRemembered {
-                    reason: reason.as_str(),
-                }
-            }
+            Decision::Dead(reason) => return Outcome::Remembered(reason),
             Decision::Forward(ticket) => ticket,
         };
 
@@ -306,7 +317,7 @@ impl Delivery {
         }
         self.settle_refusal(&alert.device, collapse, flap_key, &ticket, &attempt)
             .await;
-        from_verdict(attempt.verdict)
+        Outcome::of(attempt.verdict)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -454,22 +465,6 @@ impl Delivery {
                 tracing::warn!(error = %e, "could not remember a dead token");
             }
         }
-    }
-}
-
-/// The outcome a final verdict is answered with.
-fn from_verdict(v: Verdict) -> Outcome {
-    let reason = v.reason;
-    match v.class {
-        VerdictClass::Delivered => Outcome::Forwarded,
-        VerdictClass::TokenDead => Outcome::TokenRejected { reason },
-        VerdictClass::Misconfigured => Outcome::CredentialsRejected { reason },
-        VerdictClass::Retryable if v.status == 429 => Outcome::ApnsThrottled { reason },
-        VerdictClass::Retryable if v.status == 0 => Outcome::ApnsUnreachable,
-        VerdictClass::Retryable | VerdictClass::Rejected => Outcome::ApnsError {
-            status: v.status,
-            reason,
-        },
     }
 }
 

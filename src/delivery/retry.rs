@@ -187,8 +187,7 @@ impl Delivery {
                         &attempt,
                     )
                     .await;
-                    self.report(&item, &super::from_verdict(attempt.verdict))
-                        .await;
+                    self.report(&item, &Outcome::of(attempt.verdict)).await;
                 }
             }
         }
@@ -209,7 +208,10 @@ impl Delivery {
 
     /// Tells a signed push's receipt how its queued target settled.
     async fn report(&self, item: &Pending, outcome: &Outcome) {
-        let (state, detail) = outcome.receipt_state();
+        let Some(receipt_state) = self.receipt_state else {
+            return;
+        };
+        let (state, detail) = receipt_state(outcome);
         self.report_state(item, state, detail).await;
     }
 
