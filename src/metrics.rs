@@ -560,8 +560,8 @@ pub const MAILBOX_ROUTES: &[&str] = &[
 /// every bucket, every push outcome of each service.
 pub fn register_mailbox(
     buckets: &[&'static str],
-    services: &[&'static str],
-    outcomes: &[&'static str],
+    services: &[crate::mailbox::push::ServiceLabel],
+    outcomes: &[crate::mailbox::push::PushOutcome],
 ) {
     for route in MAILBOX_ROUTES {
         for status in ["200", "201", "204", "429", "503"] {
@@ -573,7 +573,7 @@ pub fn register_mailbox(
     }
     for s in services {
         for o in outcomes {
-            counter!(MAILBOX_PUSHES, "service" => *s, "outcome" => *o).absolute(0);
+            counter!(MAILBOX_PUSHES, "service" => s.as_str(), "outcome" => o.as_str()).absolute(0);
         }
     }
     for kind in ["watch", "signal"] {

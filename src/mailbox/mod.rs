@@ -91,8 +91,8 @@ impl Mailboxes {
     ) -> Self {
         crate::metrics::register_mailbox(
             crate::store::mailbox::BUCKET_LABELS,
-            push::SERVICES,
-            push::OUTCOMES,
+            &push::ServiceLabel::ALL,
+            &push::PushOutcome::ALL,
         );
         Self {
             settings,

@@ -27,25 +27,84 @@ use serde_json::{Map, Value};
 
 use super::auth::Bearer;
 use crate::device::Environment;
-use crate::push::{Notification, Push, Service};
+use crate::push::{Notification, Push, Service, VerdictClass};
 use crate::store::mailbox::Dir;
 
-/// The services as labelled (`other` for a service without a module, `none` when no
-/// registration was opened).
-pub const SERVICES: &[&str] = &["apns", "fcm", "other", "none"];
-/// Push outcomes as labelled: the module's answer, or why nothing was sent.
-pub const OUTCOMES: &[&str] = &[
-    "delivered",
-    "token_dead",
-    "rejected",
-    "misconfigured",
-    "retryable",
-    "foreground",
-    "rate_limited",
-    "no_registration",
-    "no_module",
-    "unopenable",
-];
+/// A push's `service` label: a service with a module, `other` for a service without one,
+/// `none` when no registration was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceLabel {
+    /// A service the relay has a module for.
+    Module(Service),
+    /// A registered service without a module.
+    Other,
+    /// No registration was opened.
+    None,
+}
+
+impl ServiceLabel {
+    /// Every label, to pre-register metric series.
+    pub const ALL: [ServiceLabel; 4] = [
+        ServiceLabel::Module(Service::Apns),
+        ServiceLabel::Module(Service::Fcm),
+        ServiceLabel::Other,
+        ServiceLabel::None,
+    ];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceLabel::Module(s) => s.as_str(),
+            ServiceLabel::Other => "other",
+            ServiceLabel::None => "none",
+        }
+    }
+}
+
+/// A push's `outcome` label: the service's verdict, or why nothing was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushOutcome {
+    /// Sent: the verdict's class.
+    Sent(VerdictClass),
+    /// Not sent: the reader is watching the mailbox.
+    Foreground,
+    /// Not sent: the mailbox's push bucket is empty.
+    RateLimited,
+    /// Not sent: no registration for the direction.
+    NoRegistration,
+    /// Not sent: the registration's service has no module.
+    NoModule,
+    /// Not sent: the registration could not be opened with the writer's bearer.
+    Unopenable,
+}
+
+impl PushOutcome {
+    /// Every label, to pre-register metric series.
+    pub const ALL: [PushOutcome; 10] = [
+        PushOutcome::Sent(VerdictClass::Delivered),
+        PushOutcome::Sent(VerdictClass::TokenDead),
+        PushOutcome::Sent(VerdictClass::Rejected),
+        PushOutcome::Sent(VerdictClass::Misconfigured),
+        PushOutcome::Sent(VerdictClass::Retryable),
+        PushOutcome::Foreground,
+        PushOutcome::RateLimited,
+        PushOutcome::NoRegistration,
+        PushOutcome::NoModule,
+        PushOutcome::Unopenable,
+    ];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PushOutcome::Sent(c) => c.as_str(),
+            PushOutcome::Foreground => "foreground",
+            PushOutcome::RateLimited => "rate_limited",
+            PushOutcome::NoRegistration => "no_registration",
+            PushOutcome::NoModule => "no_module",
+            PushOutcome::Unopenable => "unopenable",
+        }
+    }
+}
 
 /// What the writer asked for (`X-Relay-Notify`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +129,7 @@ impl Notify {
 /// What one push came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sent {
-    /// One of [`OUTCOMES`]: the verdict's class.
+    /// The verdict's class, as [`PushOutcome::Sent`] labels it.
     pub outcome: &'static str,
     /// The token is dead: forget the registration.
     pub forget: bool,
@@ -128,13 +187,13 @@ impl Module<'_> {
         };
         let Some((env, n)) = n else {
             return Sent {
-                outcome: crate::push::VerdictClass::Rejected.as_str(),
+                outcome: PushOutcome::Sent(VerdictClass::Rejected).as_str(),
                 forget: false,
             };
         };
         let verdict = self.push.send(env, &n, self.push.request_timeout()).await;
         Sent {
-            outcome: verdict.class().as_str(),
+            outcome: PushOutcome::Sent(verdict.class()).as_str(),
             forget: verdict.forgets_registration(),
         }
     }
@@ -270,10 +329,10 @@ pub fn open(bearer: &Bearer, id: &str, dir: Dir, sealed: &[u8]) -> Option<Map<St
 
 /// The service label of a registration's service.
 pub fn service_label(service: &str) -> &'static str {
-    SERVICES
-        .iter()
-        .find(|s| **s == service)
-        .copied()
+    ServiceLabel::ALL
+        .into_iter()
+        .map(ServiceLabel::as_str)
+        .find(|s| *s == service)
         .unwrap_or("other")
 }
 
@@ -388,6 +447,30 @@ mod tests {
         }
         assert!(
             ok(serde_json::json!({"service": "x", "tag": "t", "alert": "é".repeat(160)})).is_ok()
+        );
+    }
+
+    #[test]
+    fn service_labels_stay_bounded() {
+        assert_eq!(service_label("apns"), "apns");
+        assert_eq!(service_label("fcm"), "fcm");
+        assert_eq!(service_label("unifiedpush"), "other");
+        assert_eq!(service_label("none"), "none");
+        let outcomes: Vec<_> = PushOutcome::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(
+            outcomes,
+            [
+                "delivered",
+                "token_dead",
+                "rejected",
+                "misconfigured",
+                "retryable",
+                "foreground",
+                "rate_limited",
+                "no_registration",
+                "no_module",
+                "unopenable",
+            ]
         );
     }
 
