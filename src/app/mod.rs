@@ -145,7 +145,7 @@ pub struct App {
 impl App {
     /// Builds the relay from a validated configuration.
     pub fn build(cfg: Config, clock: Clock) -> anyhow::Result<Self> {
-        crate::metrics::register_known(crate::delivery::outcome::LABELS, crate::store::OPS);
+        crate::metrics::register_known(crate::v1::answer::LABELS, crate::store::OPS);
         crate::metrics::register_front_ends(
             crate::store::receipts::STATES.iter().map(|s| s.as_str()),
             transport::Transport::ALL.map(transport::Transport::label),
@@ -160,26 +160,22 @@ impl App {
         };
         let sender = match (&cfg.delivery, &apns) {
             (_, Some(client)) => Sender::Push(client.clone()),
-            (Configured::DryRun, None) => Sender::DryRun,
+            (Configured::DryRun, None) => Sender::DryRun(crate::push::apns::render),
             _ => Sender::Unconfigured,
         };
-        let mut modules: Vec<Arc<dyn crate::mailbox::push::Module>> = Vec::new();
+        let mut modules: Vec<Arc<dyn crate::push::Push>> = Vec::new();
         if let Some(client) = &apns {
-            modules.push(Arc::new(crate::mailbox::push::apns::ApnsModule::new(
-                client.clone(),
-            )));
+            modules.push(client.clone());
         }
         if let Some(f) = &cfg.fcm {
             let client = Arc::new(crate::push::fcm::FcmClient::new(f)?);
             tracing::info!(project = client.project_id(), "FCM module loaded");
-            modules.push(Arc::new(crate::mailbox::push::fcm::FcmModule::new(client)));
+            modules.push(client);
         }
-        let delivery = Arc::new(Delivery::new(
-            cfg.core.clone(),
-            store.clone(),
-            sender,
-            clock,
-        ));
+        let delivery = Arc::new(
+            Delivery::new(cfg.core.clone(), store.clone(), sender, clock)
+                .with_receipts(crate::signed::receipt::state_of),
+        );
         let v1 = Arc::new(V1::new(
             cfg.v1.clone(),
             delivery.clone(),

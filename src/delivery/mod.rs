@@ -4,7 +4,8 @@
 //! admitted forward through the [`Push`] service (trying APNs's other environment once in
 //! auto mode when the token belongs there), rolls the forward record back if the service
 //! refuses it, queues it for retry when the failure is transient, and returns an
-//! [`Outcome`]. The retry worker ([`retry`]) settles queued forwards the same way.
+//! [`Outcome`]: what happened to the notification, which each front-end answers in its own
+//! vocabulary. The retry worker ([`retry`]) settles queued forwards the same way.
 //!
 //! Round trips to the store: one on the happy path (the admission); a refusal adds the
 //! rollback (and a dead token's burial), a queued forward adds the hold and the enqueue, an
@@ -27,9 +28,10 @@ pub use outcome::Outcome;
 use crate::clock::Clock;
 use crate::device::{hex, DeviceToken, Environment};
 use crate::policy::{DeadReason, Decision, Ticket, STALENESS_S};
-use crate::push::apns::payload::{self, Level};
-use crate::push::{Kind, Message, Push, Reply, Verdict, VerdictClass};
+use crate::push::{Kind, Notification, Payload, Priority, Push, Verdict, VerdictClass};
+use crate::secret::Secret;
 use crate::store::queue::{backoff_ms, random_u32, Pending};
+use crate::store::receipts::State;
 use crate::store::{Admission, Store};
 
 /// `APNS_ENVIRONMENT`.
@@ -71,13 +73,17 @@ pub struct Context {
     pub receipt: Option<(String, String)>,
 }
 
+/// Renders a notification in a service's shape, for a dry run's log line.
+pub type Render = fn(&Notification) -> Bytes;
+
 /// Where forwards go.
 #[derive(Debug, Clone)]
 pub enum Sender {
     /// A push service (APNs, or a test's stand-in).
     Push(Arc<dyn Push>),
-    /// Logged, answered forwarded (`RELAY_DRY_RUN=true` without credentials).
-    DryRun,
+    /// Logged with the size of the body the service would get (rendered by the service's
+    /// renderer), answered forwarded (`RELAY_DRY_RUN=true` without credentials).
+    DryRun(Render),
     /// Answered 502 not configured.
     Unconfigured,
 }
@@ -92,6 +98,11 @@ struct Attempt {
     env: Environment,
 }
 
+/// What a receipt records for a target whose outcome this is: its state and the extra
+/// JSON members. The front-end that keeps receipts (signed pushes) supplies it, so the
+/// retry worker can settle a queued target without knowing the receipt's vocabulary.
+pub type ReceiptState = fn(&Outcome) -> (State, String);
+
 /// The delivery core.
 #[derive(Debug)]
 pub struct Delivery {
@@ -99,6 +110,7 @@ pub struct Delivery {
     store: Arc<Store>,
     sender: Sender,
     clock: Clock,
+    receipt_state: Option<ReceiptState>,
 }
 
 /// A UUID derived from the alert (SHA-256 of device, collapseId and ciphertext), so every
@@ -127,17 +139,49 @@ pub fn apns_id(alert: &Alert) -> String {
     )
 }
 
-fn is_bad_token(v: &Verdict) -> bool {
-    matches!(v, Verdict::TokenRejected { reason } if reason == "BadDeviceToken")
+/// The push priority of an alert: time-sensitive alerts go at once.
+fn priority(p: alert::Priority) -> Priority {
+    match p {
+        alert::Priority::TimeSensitive => Priority::High,
+        alert::Priority::Passive => Priority::Normal,
+    }
 }
 
-/// The APNs body of an alert.
-pub fn alert_body(alert: &Alert, title: &str, body: &str) -> Vec<u8> {
-    let level = match alert.priority {
-        alert::Priority::TimeSensitive => Level::TimeSensitive,
-        alert::Priority::Passive => Level::Passive,
-    };
-    payload::alert(title, body, level, &alert.suite, &alert.ciphertext)
+/// The queue's stored priority code of a push priority (10 or 5, as queued items have
+/// always stored it).
+fn stored_priority(p: Priority) -> u8 {
+    match p {
+        Priority::High => 10,
+        Priority::Normal => 5,
+    }
+}
+
+/// The push priority of a queued item's stored code.
+fn from_stored_priority(code: u8) -> Priority {
+    if code >= 10 {
+        Priority::High
+    } else {
+        Priority::Normal
+    }
+}
+
+/// The notification of an alert accepted at `now_ms`, with the stub `title` and `body`.
+pub fn notification(alert: &Alert, title: &str, body: &str, now_ms: i64) -> Notification {
+    Notification {
+        to: Secret::new(alert.device.expose()),
+        id: apns_id(alert),
+        topic: None,
+        kind: Kind::Alert,
+        priority: priority(alert.priority),
+        collapse_key: Some(alert.collapse_id.as_str().to_owned()),
+        expiration_s: (now_ms / 1000).max(0) as u64 + STALENESS_S,
+        payload: Payload::Sealed {
+            title: title.to_owned(),
+            body: body.to_owned(),
+            suite: alert.suite.clone(),
+            ciphertext: alert.ciphertext.clone(),
+        },
+    }
 }
 
 impl Delivery {
@@ -148,7 +192,14 @@ impl Delivery {
             store,
             sender,
             clock,
+            receipt_state: None,
         }
+    }
+
+    /// With the receipt vocabulary queued targets of signed pushes settle in.
+    pub fn with_receipts(mut self, receipt_state: ReceiptState) -> Self {
+        self.receipt_state = Some(receipt_state);
+        self
     }
 
     /// The store.
@@ -166,22 +217,14 @@ impl Delivery {
         matches!(self.sender, Sender::Push(_))
     }
 
-    /// The message for an alert accepted at `now_ms`.
-    fn message(&self, alert: &Alert, now_ms: i64) -> Message {
-        Message {
-            device: alert.device.clone(),
-            id: apns_id(alert),
-            topic: None,
-            kind: Kind::Alert,
-            priority: alert.priority.apns_priority(),
-            collapse_id: Some(alert.collapse_id.as_str().to_owned()),
-            expiration_s: (now_ms / 1000).max(0) as u64 + STALENESS_S,
-            body: Bytes::from(alert_body(
-                alert,
-                &self.settings.alert_title,
-                &self.settings.alert_body,
-            )),
-        }
+    /// The notification for an alert accepted at `now_ms`.
+    fn message(&self, alert: &Alert, now_ms: i64) -> Notification {
+        notification(
+            alert,
+            &self.settings.alert_title,
+            &self.settings.alert_body,
+            now_ms,
+        )
     }
 
     /// Admits, forwards and settles one alert (protocol v1).
@@ -220,19 +263,14 @@ impl Delivery {
             Decision::RateLimited { retry_after_s } => {
                 return Outcome::RateLimited { retry_after_s }
             }
-            Decision::Dead(reason) => {
-                return Outcome::TokenRemembered {
-                    reason: reason.as_str(),
-                }
-            }
+            Decision::Dead(reason) => return Outcome::Remembered(reason),
             Decision::Forward(ticket) => ticket,
         };
 
         let push = match &self.sender {
             Sender::Push(p) => p.clone(),
-            Sender::DryRun => {
-                let size =
-                    alert_body(alert, &self.settings.alert_title, &self.settings.alert_body).len();
+            Sender::DryRun(render) => {
+                let size = render(&self.message(alert, now_ms)).len();
                 tracing::info!(
                     device = %alert.device.hash8(),
                     collapse = alert.collapse_id.prefix8(),
@@ -252,15 +290,17 @@ impl Delivery {
         let first = self.first_env(env);
         // Inline, each environment may take one request timeout.
         let deadline = Instant::now() + push.request_timeout() * 2;
-        let attempt = self.deliver(&*push, &m, first, env, deadline).await;
-        if attempt.verdict == Verdict::Delivered {
+        let attempt = self
+            .deliver(&*push, &alert.device, &m, first, env, deadline)
+            .await;
+        if attempt.verdict.delivered() {
             return Outcome::Forwarded;
         }
         if attempt.verdict.transient() {
             // Delivery past a 2xx is the relay's job: retry from the queue inside the
             // staleness window; duplicates keep coalescing meanwhile.
             match self
-                .queue(&m, alert, flap_key, &ticket, attempt.env, ctx)
+                .queue(&*push, &m, alert, flap_key, &ticket, attempt.env, ctx)
                 .await
             {
                 Ok(()) => {
@@ -277,12 +317,14 @@ impl Delivery {
         }
         self.settle_refusal(&alert.device, collapse, flap_key, &ticket, &attempt)
             .await;
-        from_verdict(attempt.verdict)
+        Outcome::of(attempt.verdict)
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn queue(
         &self,
-        m: &Message,
+        push: &dyn Push,
+        m: &Notification,
         alert: &Alert,
         flap_key: &str,
         ticket: &Ticket,
@@ -295,9 +337,9 @@ impl Delivery {
             device: alert.device.expose().to_owned(),
             collapse_id: alert.collapse_id.as_str().to_owned(),
             flap_key: flap_key.to_owned(),
-            priority: m.priority,
+            priority: stored_priority(m.priority),
             expiration_s: m.expiration_s,
-            body: String::from_utf8_lossy(&m.body).into_owned(),
+            body: String::from_utf8_lossy(&push.render(m)).into_owned(),
             env: env.code().to_owned(),
             attempts: 1,
             ticket_at_ms: at,
@@ -328,7 +370,8 @@ impl Delivery {
     async fn deliver(
         &self,
         push: &dyn Push,
-        m: &Message,
+        device: &DeviceToken,
+        m: &Notification,
         first: Environment,
         remembered: Option<Environment>,
         deadline: Instant,
@@ -341,48 +384,42 @@ impl Delivery {
         let send = |env: Environment, budget: Duration| async move {
             tokio::time::timeout(budget, push.send(env, m, budget))
                 .await
-                .unwrap_or(Reply {
-                    verdict: Verdict::Unreachable,
-                    status: 0,
-                })
+                .unwrap_or(Verdict::UNREACHABLE)
         };
         let reply = send(first, budget(Instant::now())).await;
-        if self.settings.environment != EnvironmentMode::Auto || !reply.verdict.wrong_environment()
-        {
-            let bad_everywhere = is_bad_token(&reply.verdict);
+        if self.settings.environment != EnvironmentMode::Auto || !reply.wrong_environment() {
             return Attempt {
-                verdict: reply.verdict,
-                bad_everywhere,
+                verdict: reply,
+                bad_everywhere: reply.bad_token(),
                 env: first,
             };
         }
-        let first_bad = is_bad_token(&reply.verdict);
+        let first_bad = reply.bad_token();
         let second = first.other();
         let left = budget(Instant::now());
         if left.is_zero() {
             // No time for the other environment: a transient failure, retried there.
             return Attempt {
-                verdict: Verdict::Unreachable,
+                verdict: Verdict::UNREACHABLE,
                 bad_everywhere: false,
                 env: second,
             };
         }
         let reply = send(second, left).await;
-        if reply.verdict == Verdict::Delivered && remembered != Some(second) {
+        if reply.delivered() && remembered != Some(second) {
             let left = deadline.saturating_duration_since(Instant::now());
             let remembered = tokio::time::timeout(
                 left.max(Duration::from_millis(1)),
-                self.store
-                    .remember_env(&m.device, second, self.clock.now_ms()),
+                self.store.remember_env(device, second, self.clock.now_ms()),
             )
             .await;
             if !matches!(remembered, Ok(Ok(()))) {
                 tracing::warn!("could not remember the device's APNs environment");
             }
         }
-        let bad_everywhere = first_bad && is_bad_token(&reply.verdict);
+        let bad_everywhere = first_bad && reply.bad_token();
         Attempt {
-            verdict: reply.verdict,
+            verdict: reply,
             bad_everywhere,
             env: second,
         }
@@ -412,7 +449,7 @@ impl Delivery {
         if attempt.verdict.class() != VerdictClass::TokenDead {
             return;
         }
-        let dead = match DeadReason::from_reason(attempt.verdict.reason()) {
+        let dead = match DeadReason::from_reason(attempt.verdict.reason.text()) {
             Some(DeadReason::BadDeviceToken) if !attempt.bad_everywhere => None,
             other => other,
         };
@@ -427,20 +464,6 @@ impl Delivery {
             {
                 tracing::warn!(error = %e, "could not remember a dead token");
             }
-        }
-    }
-}
-
-/// The outcome a final verdict is answered with.
-fn from_verdict(v: Verdict) -> Outcome {
-    match v {
-        Verdict::Delivered => Outcome::Forwarded,
-        Verdict::TokenRejected { reason } => Outcome::TokenRejected { reason },
-        Verdict::CredentialsRejected { reason } => Outcome::CredentialsRejected { reason },
-        Verdict::Throttled { reason } => Outcome::ApnsThrottled { reason },
-        Verdict::Unreachable => Outcome::ApnsUnreachable,
-        Verdict::ServerError { status, reason } | Verdict::Refused { status, reason } => {
-            Outcome::ApnsError { status, reason }
         }
     }
 }

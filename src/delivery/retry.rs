@@ -18,7 +18,8 @@ use tokio::time::Instant;
 use super::{Attempt, Delivery, Outcome, Sender};
 use crate::device::{DeviceToken, Environment};
 use crate::metrics;
-use crate::push::{Kind, Message, VerdictClass};
+use crate::push::{Kind, Notification, Payload, VerdictClass};
+use crate::secret::Secret;
 use crate::store::queue::{backoff_ms, random_u32, Fenced, Pending};
 use crate::store::receipts::{State, Update};
 use crate::store::Lease;
@@ -121,21 +122,21 @@ impl Delivery {
         if now >= item.expires_ms() {
             return self.expire(&device, &lease).await;
         }
-        let m = Message {
-            device: device.clone(),
+        let m = Notification {
+            to: Secret::new(device.expose()),
             id: item.id.clone(),
             topic: item.topic.clone(),
             kind: Kind::Alert,
-            priority: item.priority,
-            collapse_id: Some(item.collapse_id.clone()),
+            priority: super::from_stored_priority(item.priority),
+            collapse_key: Some(item.collapse_id.clone()),
             expiration_s: item.expiration_s,
-            body: bytes::Bytes::from(item.body.clone()),
+            payload: Payload::Rendered(bytes::Bytes::from(item.body.clone())),
         };
         let first = Environment::from_code(&item.env).unwrap_or(Environment::Production);
         let deadline =
             Instant::now() + Duration::from_millis((self.settings.retry_lease_ms / 2) as u64);
         let attempt: Attempt = self
-            .deliver(&**push, &m, first, Some(first), deadline)
+            .deliver(&**push, &device, &m, first, Some(first), deadline)
             .await;
         item.attempts += 1;
         item.env = attempt.env.code().to_owned();
@@ -186,8 +187,7 @@ impl Delivery {
                         &attempt,
                     )
                     .await;
-                    self.report(&item, &super::from_verdict(attempt.verdict.clone()))
-                        .await;
+                    self.report(&item, &Outcome::of(attempt.verdict)).await;
                 }
             }
         }
@@ -208,7 +208,10 @@ impl Delivery {
 
     /// Tells a signed push's receipt how its queued target settled.
     async fn report(&self, item: &Pending, outcome: &Outcome) {
-        let (state, detail) = outcome.receipt_state();
+        let Some(receipt_state) = self.receipt_state else {
+            return;
+        };
+        let (state, detail) = receipt_state(outcome);
         self.report_state(item, state, detail).await;
     }
 

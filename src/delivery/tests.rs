@@ -51,12 +51,20 @@ fn step(env: Environment, delay_ms: u64, answer: Option<(u16, &'static str)>) ->
 }
 
 impl Push for Scripted {
+    fn service(&self) -> crate::push::Service {
+        crate::push::Service::Apns
+    }
+
+    fn render(&self, n: &Notification) -> Bytes {
+        crate::push::apns::render(n)
+    }
+
     fn send<'a>(
         &'a self,
         env: Environment,
-        _m: &'a Message,
+        _m: &'a Notification,
         _budget: Duration,
-    ) -> BoxFuture<'a, Reply> {
+    ) -> BoxFuture<'a, Verdict> {
         Box::pin(async move {
             self.calls.lock().unwrap().push(env);
             let s = self
@@ -69,13 +77,12 @@ impl Push for Scripted {
             tokio::time::sleep(s.delay).await;
             match s.answer {
                 None => std::future::pending().await,
-                Some((status, reason)) => Reply {
-                    verdict: crate::push::apns::classify(
-                        status,
-                        Some(reason).filter(|r| !r.is_empty()),
-                    ),
+                Some((status, reason)) => crate::push::apns::classify(
                     status,
-                },
+                    Some(reason)
+                        .filter(|r| !r.is_empty())
+                        .map(crate::push::apns::tests::parse),
+                ),
             }
         })
     }

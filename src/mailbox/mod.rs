@@ -108,8 +108,8 @@ impl Mailboxes {
             routes: &route::Route::ALL.map(route::Route::as_str),
             statuses: &route::Route::USUAL_STATUSES,
             buckets: crate::store::mailbox::BUCKET_LABELS,
-            services: push::SERVICES,
-            outcomes: push::OUTCOMES,
+            services: &push::ServiceLabel::ALL.map(push::ServiceLabel::as_str),
+            outcomes: &push::PushOutcome::ALL.map(push::PushOutcome::as_str),
             sockets: &socket::Kind::ALL.map(socket::Kind::as_str),
             closes: &signal::Close::ALL.map(signal::Close::as_str),
         });

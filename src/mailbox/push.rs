@@ -1,6 +1,8 @@
 //! Push for mailboxes (the spec's "Push"): the core knows no push service. A registration
-//! names its service; the service's [`Module`], when loaded, checks its fields and delivers.
-//! Without a module, a registration is kept under the generic rules and nothing is sent.
+//! names its service; when the relay has loaded that service's [`Push`], the service's
+//! rules here ([`apns`], [`fcm`]) check its fields and turn a write into a service-neutral
+//! [`Notification`] sent through the same seam as every other push. Without a loaded
+//! service, a registration is kept under the generic rules and nothing is sent.
 //!
 //! At rest a registration is sealed with AES-256-GCM under
 //! `HKDF-SHA256(ikm = the bearer token, salt = "zerobyte-push-v1", info = "<id>/<dir>")`,
@@ -24,25 +26,85 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Map, Value};
 
 use super::auth::Bearer;
-use crate::push::BoxFuture;
+use crate::device::Environment;
+use crate::push::{Notification, Push, Service, VerdictClass};
 use crate::store::mailbox::Dir;
 
-/// The services as labelled (`other` for a service without a module, `none` when no
-/// registration was opened).
-pub const SERVICES: &[&str] = &["apns", "fcm", "other", "none"];
-/// Push outcomes as labelled: the module's answer, or why nothing was sent.
-pub const OUTCOMES: &[&str] = &[
-    "delivered",
-    "token_dead",
-    "rejected",
-    "misconfigured",
-    "retryable",
-    "foreground",
-    "rate_limited",
-    "no_registration",
-    "no_module",
-    "unopenable",
-];
+/// A push's `service` label: a service with a module, `other` for a service without one,
+/// `none` when no registration was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServiceLabel {
+    /// A service the relay has a module for.
+    Module(Service),
+    /// A registered service without a module.
+    Other,
+    /// No registration was opened.
+    None,
+}
+
+impl ServiceLabel {
+    /// Every label, to pre-register metric series.
+    pub const ALL: [ServiceLabel; 4] = [
+        ServiceLabel::Module(Service::Apns),
+        ServiceLabel::Module(Service::Fcm),
+        ServiceLabel::Other,
+        ServiceLabel::None,
+    ];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceLabel::Module(s) => s.as_str(),
+            ServiceLabel::Other => "other",
+            ServiceLabel::None => "none",
+        }
+    }
+}
+
+/// A push's `outcome` label: the service's verdict, or why nothing was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PushOutcome {
+    /// Sent: the verdict's class.
+    Sent(VerdictClass),
+    /// Not sent: the reader is watching the mailbox.
+    Foreground,
+    /// Not sent: the mailbox's push bucket is empty.
+    RateLimited,
+    /// Not sent: no registration for the direction.
+    NoRegistration,
+    /// Not sent: the registration's service has no module.
+    NoModule,
+    /// Not sent: the registration could not be opened with the writer's bearer.
+    Unopenable,
+}
+
+impl PushOutcome {
+    /// Every label, to pre-register metric series.
+    pub const ALL: [PushOutcome; 10] = [
+        PushOutcome::Sent(VerdictClass::Delivered),
+        PushOutcome::Sent(VerdictClass::TokenDead),
+        PushOutcome::Sent(VerdictClass::Rejected),
+        PushOutcome::Sent(VerdictClass::Misconfigured),
+        PushOutcome::Sent(VerdictClass::Retryable),
+        PushOutcome::Foreground,
+        PushOutcome::RateLimited,
+        PushOutcome::NoRegistration,
+        PushOutcome::NoModule,
+        PushOutcome::Unopenable,
+    ];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PushOutcome::Sent(c) => c.as_str(),
+            PushOutcome::Foreground => "foreground",
+            PushOutcome::RateLimited => "rate_limited",
+            PushOutcome::NoRegistration => "no_registration",
+            PushOutcome::NoModule => "no_module",
+            PushOutcome::Unopenable => "unopenable",
+        }
+    }
+}
 
 /// What the writer asked for (`X-Relay-Notify`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,45 +126,76 @@ impl Notify {
     }
 }
 
-/// What a module made of one push.
+/// What one push came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sent {
-    /// One of [`OUTCOMES`].
+    /// The verdict's class, as [`PushOutcome::Sent`] labels it.
     pub outcome: &'static str,
     /// The token is dead: forget the registration.
     pub forget: bool,
 }
 
-/// A push service's module.
-pub trait Module: Send + Sync {
-    /// The registration's `service`.
-    fn service(&self) -> &'static str;
-    /// Checks the registration's fields (all of them: an unknown field is refused).
-    fn check(&self, registration: &Map<String, Value>) -> Result<(), &'static str>;
-    /// Sends one push for `registration` (already checked) on the app's `topic`.
-    fn send<'a>(
-        &'a self,
-        registration: &'a Map<String, Value>,
-        notify: Notify,
-        topic: &'a str,
-    ) -> BoxFuture<'a, Sent>;
-}
-
-/// The loaded modules.
+/// The loaded push services, one per [`Service`] at most.
 #[derive(Clone, Default)]
 pub struct Modules {
-    modules: Vec<Arc<dyn Module>>,
+    modules: Vec<Arc<dyn Push>>,
 }
 
 impl Modules {
-    /// With these modules.
-    pub fn new(modules: Vec<Arc<dyn Module>>) -> Self {
+    /// With these services.
+    pub fn new(modules: Vec<Arc<dyn Push>>) -> Self {
         Self { modules }
     }
 
-    /// The module of `service`, if loaded.
-    pub fn get(&self, service: &str) -> Option<&Arc<dyn Module>> {
-        self.modules.iter().find(|m| m.service() == service)
+    /// The service called `service`, if loaded.
+    pub fn get(&self, service: &str) -> Option<Module<'_>> {
+        let service = Service::parse(service)?;
+        self.modules
+            .iter()
+            .find(|p| p.service() == service)
+            .map(|push| Module { service, push })
+    }
+}
+
+/// A loaded service, as a registration finds it.
+#[derive(Clone, Copy)]
+pub struct Module<'a> {
+    service: Service,
+    push: &'a Arc<dyn Push>,
+}
+
+impl Module<'_> {
+    /// Checks a registration's fields by the service's rules (all of them: an unknown
+    /// field is refused).
+    pub fn check(&self, registration: &Map<String, Value>) -> Result<(), &'static str> {
+        match self.service {
+            Service::Apns => apns::check(registration),
+            Service::Fcm => fcm::check(registration),
+        }
+    }
+
+    /// Sends one push for `registration` (already checked) on the app's `topic`.
+    pub async fn send(
+        &self,
+        registration: &Map<String, Value>,
+        notify: Notify,
+        topic: &str,
+    ) -> Sent {
+        let n: Option<(Environment, Notification)> = match self.service {
+            Service::Apns => apns::notification(registration, notify, topic),
+            Service::Fcm => fcm::notification(registration, notify),
+        };
+        let Some((env, n)) = n else {
+            return Sent {
+                outcome: PushOutcome::Sent(VerdictClass::Rejected).as_str(),
+                forget: false,
+            };
+        };
+        let verdict = self.push.send(env, &n, self.push.request_timeout()).await;
+        Sent {
+            outcome: PushOutcome::Sent(verdict.class()).as_str(),
+            forget: verdict.forgets_registration(),
+        }
     }
 }
 
@@ -127,6 +220,23 @@ pub fn alert_text(registration: &Map<String, Value>) -> &str {
         .get("alert")
         .and_then(Value::as_str)
         .unwrap_or("New message")
+}
+
+/// The registration's tag.
+fn tag(registration: &Map<String, Value>) -> &str {
+    registration
+        .get("tag")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The neutral wake-up every service renders in its shape: the tag, and for an alert
+/// its text.
+fn wake(registration: &Map<String, Value>, notify: Notify) -> crate::push::Payload {
+    crate::push::Payload::Wake {
+        tag: tag(registration).to_owned(),
+        alert: (notify == Notify::Alert).then(|| alert_text(registration).to_owned()),
+    }
 }
 
 /// A registration's body, checked: the members every service shares (`service`, `tag`,
@@ -219,10 +329,10 @@ pub fn open(bearer: &Bearer, id: &str, dir: Dir, sealed: &[u8]) -> Option<Map<St
 
 /// The service label of a registration's service.
 pub fn service_label(service: &str) -> &'static str {
-    SERVICES
-        .iter()
-        .find(|s| **s == service)
-        .copied()
+    ServiceLabel::ALL
+        .into_iter()
+        .map(ServiceLabel::as_str)
+        .find(|s| *s == service)
         .unwrap_or("other")
 }
 
@@ -337,6 +447,30 @@ mod tests {
         }
         assert!(
             ok(serde_json::json!({"service": "x", "tag": "t", "alert": "é".repeat(160)})).is_ok()
+        );
+    }
+
+    #[test]
+    fn service_labels_stay_bounded() {
+        assert_eq!(service_label("apns"), "apns");
+        assert_eq!(service_label("fcm"), "fcm");
+        assert_eq!(service_label("unifiedpush"), "other");
+        assert_eq!(service_label("none"), "none");
+        let outcomes: Vec<_> = PushOutcome::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(
+            outcomes,
+            [
+                "delivered",
+                "token_dead",
+                "rejected",
+                "misconfigured",
+                "retryable",
+                "foreground",
+                "rate_limited",
+                "no_registration",
+                "no_module",
+                "unopenable",
+            ]
         );
     }
 

@@ -1,8 +1,8 @@
-//! Push services: the delivery core knows a [`Push`] and the verdict classes, never a
-//! service's wire format.
+//! Push services: the delivery core knows a [`Push`], a service-neutral [`Notification`]
+//! and the [`Verdict`] a service gives, never a service's wire format.
 //!
 //! - [`apns`]: Apple Push Notification service over HTTP/2 (the provider token, the client,
-//!   the payloads, the classification of Apple's answers);
+//!   the payloads, the typed reasons Apple gives and what they mean);
 //! - [`fcm`]: Firebase Cloud Messaging HTTP v1 (the service account and its OAuth2 access
 //!   token, the client, the data-only messages, the classification of Google's answers);
 //! - [`tls`]: the one TLS client configuration every outbound connection uses.
@@ -10,7 +10,8 @@
 //! Every answer a service gives is classified into one of the [`VerdictClass`]es, which is
 //! what the core acts on: delivered (done), retryable (queue it), token dead (forget the
 //! device), relay misconfigured (an operator must act; never retried), rejected (this
-//! request cannot succeed; never retried).
+//! request cannot succeed; never retried). The service's own reason rides along as a
+//! typed [`Reason`], for answers and bounded labels.
 
 pub mod apns;
 pub mod fcm;
@@ -20,10 +21,40 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::device::{DeviceToken, Environment};
+use bytes::Bytes;
+
+use crate::device::Environment;
+use crate::secret::Secret;
 
 /// A boxed future, for the object-safe [`Push`] trait.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The push services the relay has a module for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Service {
+    /// Apple Push Notification service.
+    Apns,
+    /// Firebase Cloud Messaging.
+    Fcm,
+}
+
+impl Service {
+    /// Every service with a module.
+    pub const ALL: [Service; 2] = [Service::Apns, Service::Fcm];
+
+    /// The service's name, as registrations and labels spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Service::Apns => "apns",
+            Service::Fcm => "fcm",
+        }
+    }
+
+    /// The service named `s`, if the relay has a module for it.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
 
 /// What the core does about an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,146 +72,234 @@ pub enum VerdictClass {
     Rejected,
 }
 
-/// What APNs said, with the detail the callers' answers carry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// 200: Apple accepted the notification.
-    Delivered,
-    /// The token is dead or not for this topic/environment (410, or a token reason). The
-    /// sender should forget the device; retrying cannot help.
-    TokenRejected {
-        /// Apple's reason.
-        reason: String,
-    },
-    /// Apple refused the relay's own credentials or topic (403, or a credential reason).
-    /// Every request will fail until an operator fixes the configuration: never retried.
-    CredentialsRejected {
-        /// Apple's reason.
-        reason: String,
-    },
-    /// 429: Apple throttles this device. Transient: worth retrying later.
-    Throttled {
-        /// Apple's reason.
-        reason: String,
-    },
-    /// 5xx: Apple's side failed. Transient.
-    ServerError {
-        /// HTTP status.
-        status: u16,
-        /// Apple's reason, if any.
-        reason: String,
-    },
-    /// Another 4xx: the request itself was refused (bad collapse id, payload too large...).
-    /// Retrying the same request cannot help.
-    Refused {
-        /// HTTP status.
-        status: u16,
-        /// Apple's reason, if any.
-        reason: String,
-    },
-    /// No answer: connection failure or timeout. Transient.
+impl VerdictClass {
+    /// Every class, to pre-register metric series.
+    pub const ALL: [VerdictClass; 5] = [
+        VerdictClass::Delivered,
+        VerdictClass::TokenDead,
+        VerdictClass::Rejected,
+        VerdictClass::Misconfigured,
+        VerdictClass::Retryable,
+    ];
+
+    /// The class's label, the one spelling every counter and log line uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictClass::Delivered => "delivered",
+            VerdictClass::TokenDead => "token_dead",
+            VerdictClass::Retryable => "retryable",
+            VerdictClass::Misconfigured => "misconfigured",
+            VerdictClass::Rejected => "rejected",
+        }
+    }
+}
+
+/// Why a service answered as it did, typed by the service that said it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// The service gave no reason (a 200, or an error without a body).
+    None,
+    /// No answer: the connection failed or the budget ran out.
     Unreachable,
+    /// Apple's reason.
+    Apns(apns::Reason),
+    /// Google's, bounded.
+    Fcm(fcm::Reason),
+}
+
+impl Reason {
+    /// A bounded label for metrics and receipts: the service's documented name (`other`
+    /// for one it does not document), `none`, or `unreachable`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Reason::None => "none",
+            Reason::Unreachable => "unreachable",
+            Reason::Apns(r) => r.as_str(),
+            Reason::Fcm(r) => r.label(),
+        }
+    }
+
+    /// The reason as answers quote it: the service's name for it, `""` when it gave none.
+    pub fn text(self) -> &'static str {
+        match self {
+            Reason::None | Reason::Unreachable => "",
+            other => other.label(),
+        }
+    }
+}
+
+/// What a service said about one notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// What the core does about it.
+    pub class: VerdictClass,
+    /// HTTP status of the answer, 0 when there was none.
+    pub status: u16,
+    /// The service's reason.
+    pub reason: Reason,
 }
 
 impl Verdict {
+    /// The service accepted the notification (HTTP 200, no reason).
+    pub const DELIVERED: Verdict = Verdict {
+        class: VerdictClass::Delivered,
+        status: 200,
+        reason: Reason::None,
+    };
+
+    /// No answer (connection failure, timeout): transient.
+    pub const UNREACHABLE: Verdict = Verdict {
+        class: VerdictClass::Retryable,
+        status: 0,
+        reason: Reason::Unreachable,
+    };
+
     /// The class the core acts on.
     pub fn class(&self) -> VerdictClass {
-        match self {
-            Verdict::Delivered => VerdictClass::Delivered,
-            Verdict::Unreachable | Verdict::ServerError { .. } | Verdict::Throttled { .. } => {
-                VerdictClass::Retryable
-            }
-            Verdict::TokenRejected { .. } => VerdictClass::TokenDead,
-            Verdict::CredentialsRejected { .. } => VerdictClass::Misconfigured,
-            Verdict::Refused { .. } => VerdictClass::Rejected,
-        }
+        self.class
+    }
+
+    /// Whether the service accepted the notification.
+    pub fn delivered(&self) -> bool {
+        self.class == VerdictClass::Delivered
     }
 
     /// Whether a later attempt may succeed: such a notification is queued for retry.
     pub fn transient(&self) -> bool {
-        self.class() == VerdictClass::Retryable
+        self.class == VerdictClass::Retryable
     }
 
-    /// Whether trying APNs's other environment could help (auto mode).
+    /// Whether trying the service's other environment could help (APNs's auto mode).
     pub fn wrong_environment(&self) -> bool {
-        matches!(self, Verdict::TokenRejected { reason } if reason == "BadDeviceToken" || reason == "DeviceTokenNotForTopic")
+        matches!(self.reason, Reason::Apns(r) if r.wrong_environment())
     }
 
-    /// Apple's reason, or "" when there is none.
-    pub fn reason(&self) -> &str {
-        match self {
-            Verdict::Delivered | Verdict::Unreachable => "",
-            Verdict::TokenRejected { reason }
-            | Verdict::CredentialsRejected { reason }
-            | Verdict::Throttled { reason }
-            | Verdict::ServerError { reason, .. }
-            | Verdict::Refused { reason, .. } => reason,
+    /// Whether the token is malformed for the environment that answered (it may still
+    /// be good in the other one).
+    pub fn bad_token(&self) -> bool {
+        matches!(self.reason, Reason::Apns(r) if r.bad_token())
+    }
+
+    /// Whether the device's registration must be forgotten: the service says the token
+    /// is dead for good.
+    pub fn forgets_registration(&self) -> bool {
+        match self.reason {
+            Reason::Apns(r) => apns::forgets_registration(self.status, r),
+            Reason::Fcm(r) => fcm::forgets_registration(r),
+            Reason::None | Reason::Unreachable => {
+                self.class == VerdictClass::TokenDead && self.status == 410
+            }
         }
     }
 
-    /// A bounded label for metrics: Apple's reason when it is one Apple documents.
+    /// A bounded label for metrics: the service's reason when it documents it.
     pub fn reason_label(&self) -> &'static str {
-        match self {
-            Verdict::Delivered => "none",
-            Verdict::Unreachable => "unreachable",
-            other => apns::reason_label(other.reason()),
-        }
+        self.reason.label()
     }
 }
 
-/// The kind of an APNs notification (`apns-push-type`).
+/// The kind of a notification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// A visible alert (`alert`).
+    /// A visible alert.
     Alert,
-    /// A background wake-up (`background`, content-available).
+    /// A background wake-up (APNs content-available).
     Background,
+    /// Data the app handles itself, shown or not as it decides (FCM data-only).
+    Data,
 }
 
-/// One notification to one device, ready to send.
+/// How urgently the service should deliver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// At once, waking the device (APNs 10, FCM `high`).
+    High,
+    /// When convenient for the device's power (APNs 5, FCM `normal`).
+    Normal,
+}
+
+/// What a notification carries, as fields the service's module renders in its shape.
 #[derive(Debug, Clone)]
-pub struct Message {
-    /// The device token (path of the request).
-    pub device: DeviceToken,
-    /// `apns-id`: the same for every attempt of this notification.
-    pub id: String,
-    /// `apns-topic`; `None` uses the module's configured topic.
-    pub topic: Option<String>,
-    /// `apns-push-type`.
-    pub kind: Kind,
-    /// `apns-priority` (10 or 5).
-    pub priority: u8,
-    /// `apns-collapse-id`, if any.
-    pub collapse_id: Option<String>,
-    /// `apns-expiration`, Unix seconds.
-    pub expiration_s: u64,
-    /// The JSON body.
-    pub body: bytes::Bytes,
+pub enum Payload {
+    /// A still-sealed alert (relay protocol v1 and signed pushes): the stub texts shown
+    /// only if the app's extension never runs, and the sealed ciphertext.
+    Sealed {
+        /// The stub alert's title.
+        title: String,
+        /// The stub alert's body.
+        body: String,
+        /// The envelope's suite.
+        suite: String,
+        /// The sealed ciphertext.
+        ciphertext: String,
+    },
+    /// A mailbox wake-up: the registration's tag and, for an alert, the text to show.
+    Wake {
+        /// The registration's tag.
+        tag: String,
+        /// The alert text; `None` for a silent push.
+        alert: Option<String>,
+    },
+    /// A body the module rendered earlier, verbatim (a queued notification's).
+    Rendered(Bytes),
 }
 
-/// One exchange's result.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reply {
-    /// The classified answer.
-    pub verdict: Verdict,
-    /// HTTP status, 0 when unreachable.
-    pub status: u16,
+/// One notification to one device, in no service's shape.
+#[derive(Clone)]
+pub struct Notification {
+    /// Who: the device's address at the service (an APNs device token, an FCM
+    /// registration token).
+    pub to: Secret,
+    /// The same for every attempt of this notification (APNs's `apns-id`).
+    pub id: String,
+    /// The app's topic at the service; `None` uses the module's configured one.
+    pub topic: Option<String>,
+    /// What kind of notification.
+    pub kind: Kind,
+    /// How urgent.
+    pub priority: Priority,
+    /// When the service may drop it undelivered, Unix seconds.
+    pub expiration_s: u64,
+    /// Notifications with the same key replace each other on the device.
+    pub collapse_key: Option<String>,
+    /// What it carries.
+    pub payload: Payload,
+}
+
+impl std::fmt::Debug for Notification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The address and the payload never print.
+        f.debug_struct("Notification")
+            .field("id", &self.id)
+            .field("topic", &self.topic)
+            .field("kind", &self.kind)
+            .field("priority", &self.priority)
+            .field("expiration_s", &self.expiration_s)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A push service the core sends through. Object-safe so tests can stand in a fake and the
 /// core holds `Arc<dyn Push>`.
 pub trait Push: Send + Sync + std::fmt::Debug {
-    /// Sends one message to one environment, within `budget` (connection set-up included).
-    /// An `ExpiredProviderToken` answer refreshes the provider token and retries once,
-    /// within the same budget.
+    /// Which service this is.
+    fn service(&self) -> Service;
+
+    /// The body the service would be sent for `n`, in the service's shape.
+    fn render(&self, n: &Notification) -> Bytes;
+
+    /// Sends one notification to one environment of the service (services with one
+    /// endpoint ignore it), within `budget` (connection set-up included). A service whose
+    /// credentials expire mid-flight refreshes them and retries once, within the same
+    /// budget.
     fn send<'a>(
         &'a self,
         env: Environment,
-        message: &'a Message,
+        n: &'a Notification,
         budget: Duration,
-    ) -> BoxFuture<'a, Reply>;
+    ) -> BoxFuture<'a, Verdict>;
 
-    /// The longest one request may take (`APNS_REQUEST_TIMEOUT_MS`).
+    /// The longest one request may take.
     fn request_timeout(&self) -> Duration;
 }
 
@@ -190,8 +309,8 @@ mod tests {
 
     #[test]
     fn classes() {
-        let v = |s, r| apns::classify(s, Some(r));
-        assert_eq!(Verdict::Delivered.class(), VerdictClass::Delivered);
+        let v = |s, r| apns::classify(s, Some(apns::tests::parse(r)));
+        assert_eq!(Verdict::DELIVERED.class(), VerdictClass::Delivered);
         assert_eq!(v(410, "Unregistered").class(), VerdictClass::TokenDead);
         assert_eq!(
             v(403, "InvalidProviderToken").class(),
@@ -202,7 +321,7 @@ mod tests {
             v(503, "ServiceUnavailable").class(),
             VerdictClass::Retryable
         );
-        assert_eq!(Verdict::Unreachable.class(), VerdictClass::Retryable);
+        assert_eq!(Verdict::UNREACHABLE.class(), VerdictClass::Retryable);
         assert_eq!(v(413, "PayloadTooLarge").class(), VerdictClass::Rejected);
         assert!(v(400, "BadDeviceToken").wrong_environment());
         assert!(v(400, "DeviceTokenNotForTopic").wrong_environment());
@@ -210,5 +329,12 @@ mod tests {
         assert_eq!(v(400, "BadCollapseId").reason_label(), "BadCollapseId");
         assert_eq!(v(400, "<script>token=abc").reason_label(), "other");
         assert_eq!(apns::classify(500, None).reason_label(), "none");
+    }
+
+    #[test]
+    fn class_labels_are_distinct() {
+        let labels: std::collections::HashSet<_> =
+            VerdictClass::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(labels.len(), VerdictClass::ALL.len());
     }
 }

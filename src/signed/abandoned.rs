@@ -24,7 +24,9 @@ use crate::store::receipts::{self, Receipt, State, Update};
 use crate::store::Store;
 
 /// The failure detail of an interrupted target.
-const DETAIL: &str = r#""failure":{"reason":"relay_interrupted"}"#;
+fn detail() -> String {
+    super::receipt::failure_detail(super::receipt::Failure::relay("relay_interrupted"))
+}
 
 /// When a target counts as abandoned, and how long receipts are kept.
 #[derive(Debug, Clone, Copy)]
@@ -47,7 +49,7 @@ impl Abandonment {
             .map(|t| Update {
                 target: t.key.clone(),
                 state: State::Failed,
-                detail: DETAIL.to_owned(),
+                detail: detail(),
             })
             .collect()
     }
@@ -139,7 +141,7 @@ mod tests {
         assert_eq!(ups.len(), 1);
         assert_eq!(ups[0].target, "a");
         assert_eq!(ups[0].state, State::Failed);
-        assert_eq!(ups[0].detail, DETAIL);
+        assert_eq!(ups[0].detail, r#""failure":{"reason":"relay_interrupted"}"#);
         // Settling it leaves the queued target pending, owned by the retry queue.
         receipts::update(&mut r, &ups, 61_001);
         assert!(!r.settled);

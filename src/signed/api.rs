@@ -253,7 +253,7 @@ async fn deliver(s: &Signed, push: &SignedPush, topic: &str, fresh: Receipt) -> 
     }
     let mut updates = Vec::with_capacity(done.len());
     for (target, outcome) in done {
-        let (state, detail) = outcome.receipt_state();
+        let (state, detail) = receipt::state_of(&outcome);
         metrics::signed_target(state.as_str());
         updates.push(Update {
             target,

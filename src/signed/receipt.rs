@@ -1,10 +1,135 @@
 //! A receipt as the API shows it (SIGNED.md, "Processing and receipts"), from the store's
 //! record: targets by hash, every event with its sequence, the push `pending` while any
-//! target is `accepted` or `queued`, else `settled`.
+//! target is `accepted` or `queued`, else `settled`; and what a target's delivery outcome
+//! records in it ([`state_of`]).
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use crate::store::receipts::{Event, Receipt};
+use crate::delivery::Outcome;
+use crate::push::{Verdict, VerdictClass};
+use crate::store::receipts::{Event, Receipt, State};
+
+/// Why a target failed, as its receipt shows it: `{"apnsStatus":s,"reason":r}`, from
+/// bounded values only (the service's documented reason names or `other`, or the relay's
+/// own reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    /// The service's HTTP status, when the failure was the service's answer and the
+    /// receipt shows it.
+    #[serde(rename = "apnsStatus", skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The bounded reason.
+    pub reason: &'static str,
+}
+
+impl Failure {
+    /// A failure of the relay's own (no service answer).
+    pub fn relay(reason: &'static str) -> Self {
+        Self {
+            status: None,
+            reason,
+        }
+    }
+}
+
+/// The extra members of a target in its receipt.
+#[derive(Debug, Default, Serialize)]
+struct Detail {
+    #[serde(rename = "retryAfterS", skip_serializing_if = "Option::is_none")]
+    retry_after_s: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failure: Option<Failure>,
+}
+
+impl Detail {
+    /// The members as the store keeps them: the object's JSON without its braces (empty
+    /// when there are none).
+    fn members(&self) -> String {
+        let object = serde_json::to_string(self).unwrap_or_default();
+        object
+            .strip_prefix('{')
+            .and_then(|m| m.strip_suffix('}'))
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+/// The stored detail of a target that failed for `failure`.
+pub fn failure_detail(failure: Failure) -> String {
+    Detail {
+        failure: Some(failure),
+        ..Detail::default()
+    }
+    .members()
+}
+
+/// How a service's verdict fails a target.
+fn failed(v: Verdict) -> (State, Failure) {
+    let reason = v.reason.label();
+    match v.class {
+        VerdictClass::TokenDead => (
+            State::Rejected,
+            Failure {
+                status: None,
+                reason,
+            },
+        ),
+        // The status the reference shows for a refused credential is 403, whatever the
+        // status of the answer was.
+        VerdictClass::Misconfigured => (
+            State::Failed,
+            Failure {
+                status: Some(403),
+                reason,
+            },
+        ),
+        VerdictClass::Retryable if v.status == 0 => {
+            (State::Failed, Failure::relay("apns_unreachable"))
+        }
+        _ => (
+            State::Failed,
+            Failure {
+                status: Some(v.status),
+                reason,
+            },
+        ),
+    }
+}
+
+/// What a signed push's receipt records for a target whose first outcome this is: its
+/// state and the extra JSON members (`retryAfterS`, `failure`).
+pub fn state_of(outcome: &Outcome) -> (State, String) {
+    let (state, detail) = match *outcome {
+        Outcome::Forwarded => (State::Delivered, Detail::default()),
+        Outcome::DryRun => (State::DryRun, Detail::default()),
+        Outcome::Coalesced => (State::Coalesced, Detail::default()),
+        Outcome::Suppressed => (State::Suppressed, Detail::default()),
+        Outcome::Queued => (State::Queued, Detail::default()),
+        Outcome::RateLimited { retry_after_s } => (
+            State::RateLimited,
+            Detail {
+                retry_after_s: Some(retry_after_s),
+                ..Detail::default()
+            },
+        ),
+        Outcome::Remembered(reason) => (State::Rejected, failure(Failure::relay(reason.as_str()))),
+        Outcome::Failed(v) => {
+            let (state, f) = failed(v);
+            (state, failure(f))
+        }
+        Outcome::NotConfigured => (State::Failed, failure(Failure::relay("not_configured"))),
+        Outcome::StoreUnavailable => (State::Failed, failure(Failure::relay("store_unavailable"))),
+    };
+    (state, detail.members())
+}
+
+fn failure(f: Failure) -> Detail {
+    Detail {
+        failure: Some(f),
+        ..Detail::default()
+    }
+}
 
 /// One event's JSON: `{"sequence":n,"event":...,"timestampMs":...,"target":...,"state":...}`.
 pub fn event(e: &Event) -> Value {
@@ -52,7 +177,80 @@ pub fn render(r: &Receipt) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::receipts::{begin, update, Begun, State, Update};
+    use crate::push::Reason;
+    use crate::store::receipts::{begin, update, Begun, Update};
+
+    fn apns(status: u16, reason: &str) -> Outcome {
+        Outcome::of(crate::push::apns::classify(
+            status,
+            Some(crate::push::apns::tests::parse(reason)),
+        ))
+    }
+
+    #[test]
+    fn receipt_states_carry_only_bounded_details() {
+        assert_eq!(state_of(&Outcome::Forwarded).0, State::Delivered);
+        assert_eq!(state_of(&Outcome::DryRun).0, State::DryRun);
+        assert_eq!(
+            state_of(&Outcome::RateLimited { retry_after_s: 7 }),
+            (State::RateLimited, r#""retryAfterS":7"#.to_owned())
+        );
+        let (s, d) = state_of(&apns(500, "<script>x"));
+        assert_eq!(s, State::Failed);
+        assert_eq!(d, r#""failure":{"apnsStatus":500,"reason":"other"}"#);
+        let (s, d) = state_of(&apns(410, "Unregistered"));
+        assert_eq!(
+            (s, d.as_str()),
+            (State::Rejected, r#""failure":{"reason":"Unregistered"}"#)
+        );
+        assert_eq!(
+            state_of(&Outcome::NotConfigured).1,
+            r#""failure":{"reason":"not_configured"}"#
+        );
+        assert_eq!(
+            state_of(&apns(400, "BadTopic")).1,
+            r#""failure":{"apnsStatus":403,"reason":"BadTopic"}"#
+        );
+        assert_eq!(
+            state_of(&apns(429, "TooManyRequests")).1,
+            r#""failure":{"apnsStatus":429,"reason":"TooManyRequests"}"#
+        );
+        assert_eq!(
+            state_of(&Outcome::Remembered(
+                crate::policy::DeadReason::ExpiredToken
+            )),
+            (
+                State::Rejected,
+                r#""failure":{"reason":"ExpiredToken"}"#.to_owned()
+            )
+        );
+        assert_eq!(
+            state_of(&Outcome::Failed(crate::push::Verdict {
+                class: VerdictClass::TokenDead,
+                status: 410,
+                reason: Reason::None,
+            }))
+            .1,
+            r#""failure":{"reason":"none"}"#
+        );
+        // Every detail is valid JSON inside an object.
+        for o in [
+            Outcome::Failed(crate::push::Verdict::UNREACHABLE),
+            Outcome::StoreUnavailable,
+            Outcome::Queued,
+        ] {
+            let (_, d) = state_of(&o);
+            let obj = format!(
+                "{{\"state\":\"x\"{}{d}}}",
+                if d.is_empty() { "" } else { "," }
+            );
+            serde_json::from_str::<serde_json::Value>(&obj).unwrap();
+        }
+        assert_eq!(
+            state_of(&Outcome::Failed(crate::push::Verdict::UNREACHABLE)).1,
+            r#""failure":{"reason":"apns_unreachable"}"#
+        );
+    }
 
     #[test]
     fn renders_the_contracts_shape() {

@@ -11,14 +11,14 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use tracing::Instrument;
 
+use super::answer::Answer;
 use super::envelope::{self, Alert, MAX_BODY_BYTES};
 use super::{respond, V1};
 use crate::body::{self, BodyError};
-use crate::delivery::Outcome;
 
 /// Any method but GET, HEAD and POST on `/`.
 pub(crate) async fn method_not_allowed(State(v1): State<Arc<V1>>) -> Response {
-    let outcome = Outcome::MethodNotAllowed {
+    let outcome = Answer::MethodNotAllowed {
         allow: "GET, HEAD, POST",
     };
     finish(&outcome, Instant::now(), None, Some(&v1.replica))
@@ -37,7 +37,7 @@ pub(crate) async fn intake(State(v1): State<Arc<V1>>, req: Request) -> Response 
     crate::telemetry::continue_trace(&span, req.headers());
     let started = Instant::now();
     let (outcome, alert) = match v1.settings.intake.public_refusal() {
-        Some(text) => (Outcome::IntakeDisabled { text }, None),
+        Some(text) => (Answer::IntakeDisabled { text }, None),
         None => handle(&v1, req, true).instrument(span.clone()).await,
     };
     span.record("outcome", outcome.label());
@@ -61,7 +61,7 @@ pub(crate) async fn local(v1: &V1, req: Request) -> Response {
     );
     let started = Instant::now();
     let (outcome, alert) = match v1.settings.intake.local_refusal() {
-        Some(text) => (Outcome::IntakeDisabled { text }, None),
+        Some(text) => (Answer::IntakeDisabled { text }, None),
         None => handle(v1, req, false).instrument(span.clone()).await,
     };
     span.record("outcome", outcome.label());
@@ -77,9 +77,9 @@ pub(crate) async fn local(v1: &V1, req: Request) -> Response {
     resp
 }
 
-async fn handle(v1: &V1, req: Request, public: bool) -> (Outcome, Option<Alert>) {
+async fn handle(v1: &V1, req: Request, public: bool) -> (Answer, Option<Alert>) {
     let Ok(_permit) = v1.inflight.try_acquire() else {
-        return (Outcome::Overloaded, None);
+        return (Answer::Overloaded, None);
     };
     let _inflight = crate::metrics::InflightGuard::enter();
     if let Some(limiter) = v1.clients.as_ref().filter(|_| public) {
@@ -103,26 +103,26 @@ async fn handle(v1: &V1, req: Request, public: bool) -> (Outcome, Option<Alert>)
             .take(client, v1.delivery.store(), v1.delivery.clock().now_ms())
             .await
         {
-            return (Outcome::ClientRateLimited { retry_after_s }, None);
+            return (Answer::ClientRateLimited { retry_after_s }, None);
         }
     }
     let body = match body::read(req, MAX_BODY_BYTES, v1.settings.body_timeout).await {
-        Err(BodyError::TimedOut) => return (Outcome::Timeout, None),
-        Err(BodyError::TooLarge) => return (Outcome::TooLarge, None),
-        Err(BodyError::Unreadable) => return (Outcome::Unreadable, None),
+        Err(BodyError::TimedOut) => return (Answer::Timeout, None),
+        Err(BodyError::TooLarge) => return (Answer::TooLarge, None),
+        Err(BodyError::Unreadable) => return (Answer::Unreadable, None),
         Ok(b) => b,
     };
     let alert = match envelope::parse(&body, v1.settings.max_ciphertext_chars) {
         Ok(a) => a,
-        Err(e) => return (Outcome::Invalid(e.message().to_owned()), None),
+        Err(e) => return (Answer::Invalid(e.message().to_owned()), None),
     };
     let outcome = v1.delivery.handle(&alert).await;
-    (outcome, Some(alert))
+    (Answer::Delivered(outcome), Some(alert))
 }
 
 /// Writes the answer's one log line and metric, and renders it.
 pub(crate) fn finish(
-    outcome: &Outcome,
+    outcome: &Answer,
     started: Instant,
     alert: Option<&Alert>,
     replica: Option<&str>,
@@ -143,7 +143,7 @@ pub(crate) fn finish(
             latency_ms,
             "intake"
         ),
-        (None, Outcome::Invalid(text)) => tracing::info!(
+        (None, Answer::Invalid(text)) => tracing::info!(
             replica,
             outcome = outcome.label(),
             status,

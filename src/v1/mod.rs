@@ -3,6 +3,8 @@
 //! pages a daemon's pairing QR points at.
 //!
 //! - [`envelope`]: the body into an [`crate::delivery::Alert`], with the reference's texts;
+//! - [`answer`]: how a request ended, in the reference's answers (the core's outcomes and
+//!   the intake's own refusals);
 //! - [`intake`]: the handler: in-flight limit, client-address bucket, body limits and
 //!   timeouts, then the delivery core, and one log line and one metric per answer;
 //! - [`clients`]: the per-client-address bucket (local, shared in Redis once busy);
@@ -11,6 +13,7 @@
 //! It never redirects: daemons follow 307/308 and would re-post the ciphertext wherever
 //! `Location` points.
 
+pub(crate) mod answer;
 pub(crate) mod clients;
 pub mod envelope;
 pub(crate) mod intake;
@@ -24,7 +27,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use crate::delivery::{Delivery, Outcome};
+use crate::delivery::Delivery;
+use answer::Answer;
 
 /// Where unsigned pushes are taken (`RELAY_V1_INTAKE`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,8 +148,8 @@ async fn root() -> Response {
     resp
 }
 
-/// Renders an outcome as the v1 answer: its status, JSON body and `Retry-After`.
-pub(crate) fn respond(outcome: &Outcome) -> Response {
+/// Renders an answer: its status, JSON body and `Retry-After`.
+pub(crate) fn respond(outcome: &Answer) -> Response {
     let mut resp = (outcome.status(), outcome.body().to_string()).into_response();
     let h = resp.headers_mut();
     h.insert(
@@ -155,11 +159,11 @@ pub(crate) fn respond(outcome: &Outcome) -> Response {
     if let Some(s) = outcome.retry_after() {
         h.insert(header::RETRY_AFTER, HeaderValue::from(s));
     }
-    if let Outcome::MethodNotAllowed { allow } = outcome {
+    if let Answer::MethodNotAllowed { allow } = outcome {
         h.insert(header::ALLOW, HeaderValue::from_static(allow));
     }
     // The body was not read whole: the connection cannot carry another request.
-    if matches!(outcome, Outcome::Timeout | Outcome::TooLarge) {
+    if matches!(outcome, Answer::Timeout | Answer::TooLarge) {
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     resp
@@ -168,7 +172,7 @@ pub(crate) fn respond(outcome: &Outcome) -> Response {
 /// The public listener's one 404, `{"v":1,"error":"not found"}`, logged and counted.
 pub(crate) fn not_found(replica: &str) -> Response {
     intake::finish(
-        &Outcome::NotFound,
+        &Answer::NotFound,
         std::time::Instant::now(),
         None,
         Some(replica),

@@ -20,10 +20,10 @@ use hyper_util::rt::TokioExecutor;
 use tracing::Instrument;
 
 use super::token::ProviderToken;
-use super::{classify, Settings};
+use super::{classify, priority, push_type, render, Reason, Settings};
 use crate::clock::Clock;
 use crate::device::Environment;
-use crate::push::{BoxFuture, Kind, Message, Push, Reply, Verdict};
+use crate::push::{BoxFuture, Notification, Push, Service, Verdict, VerdictClass};
 
 /// HTTP/2 PING interval on idle connections.
 pub const PING_INTERVAL: Duration = Duration::from_secs(60);
@@ -53,7 +53,7 @@ impl std::fmt::Debug for ApnsClient {
 
 #[derive(serde::Deserialize)]
 struct ErrorBody {
-    reason: Option<String>,
+    reason: Option<Reason>,
 }
 
 impl ApnsClient {
@@ -102,11 +102,11 @@ impl ApnsClient {
         }
     }
 
-    async fn send_within(&self, env: Environment, m: &Message, budget: Duration) -> Reply {
+    async fn send_within(&self, env: Environment, m: &Notification, budget: Duration) -> Verdict {
         let deadline = Instant::now() + budget;
         let (reply, jwt) = self.attempt(env, m, deadline).await;
-        if let (Verdict::CredentialsRejected { reason }, Some(jwt)) = (&reply.verdict, &jwt) {
-            if reason == "ExpiredProviderToken" && Instant::now() < deadline {
+        if let (crate::push::Reason::Apns(reason), Some(jwt)) = (reply.reason, &jwt) {
+            if reason.expired_provider_token() && Instant::now() < deadline {
                 self.token.invalidate(jwt);
                 return self.attempt(env, m, deadline).await.0;
             }
@@ -117,13 +117,10 @@ impl ApnsClient {
     async fn attempt(
         &self,
         env: Environment,
-        m: &Message,
+        m: &Notification,
         deadline: Instant,
-    ) -> (Reply, Option<Arc<str>>) {
-        let unreachable = Reply {
-            verdict: Verdict::Unreachable,
-            status: 0,
-        };
+    ) -> (Verdict, Option<Arc<str>>) {
+        let unreachable = Verdict::UNREACHABLE;
         let timeout = self
             .timeout
             .min(deadline.saturating_duration_since(Instant::now()));
@@ -131,37 +128,28 @@ impl ApnsClient {
             return (unreachable, None);
         }
         let jwt = self.token.get((self.clock.now_ms() / 1000).max(0) as u64);
-        let uri = format!("{}/3/device/{}", self.base(env), m.device.expose());
+        let uri = format!("{}/3/device/{}", self.base(env), m.to.expose());
         let mut request = Request::builder()
             .method(Method::POST)
             .uri(uri)
             .header("authorization", format!("bearer {jwt}"))
             .header("apns-topic", m.topic.as_deref().unwrap_or(&self.topic))
-            .header(
-                "apns-push-type",
-                match m.kind {
-                    Kind::Alert => "alert",
-                    Kind::Background => "background",
-                },
-            )
-            .header("apns-priority", m.priority.to_string())
+            .header("apns-push-type", push_type(m.kind))
+            .header("apns-priority", priority(m.priority).to_string())
             .header("apns-expiration", m.expiration_s.to_string())
             .header("apns-id", &m.id)
             .header("content-type", "application/json");
-        if let Some(c) = &m.collapse_id {
+        if let Some(c) = &m.collapse_key {
             request = request.header("apns-collapse-id", c);
         }
-        let Ok(request) = request.body(Full::new(m.body.clone())) else {
-            return (
-                Reply {
-                    verdict: Verdict::Refused {
-                        status: 0,
-                        reason: "invalid request".into(),
-                    },
-                    status: 0,
-                },
-                None,
-            );
+        let Ok(request) = request.body(Full::new(render(m))) else {
+            // A header the request cannot carry: this request cannot succeed.
+            let refused = Verdict {
+                class: VerdictClass::Rejected,
+                status: 0,
+                reason: crate::push::Reason::Apns(Reason::Other),
+            };
+            return (refused, None);
         };
         let started = Instant::now();
         let span = tracing::info_span!(
@@ -192,10 +180,7 @@ impl ApnsClient {
                         .ok()
                         .and_then(|b| b.reason)
                 };
-                Reply {
-                    verdict: classify(status, reason.as_deref()),
-                    status,
-                }
+                classify(status, reason)
             }
             Ok(Err(e)) => {
                 tracing::warn!(environment = env.as_str(), error = %e, "APNs request failed");
@@ -211,11 +196,11 @@ impl ApnsClient {
             }
         };
         span.record("http.response.status_code", reply.status);
-        span.record("reason", reply.verdict.reason_label());
+        span.record("reason", reply.reason_label());
         crate::metrics::apns_request(
             env.as_str(),
             reply.status,
-            reply.verdict.reason_label(),
+            reply.reason_label(),
             started.elapsed(),
         );
         (reply, Some(jwt))
@@ -223,13 +208,21 @@ impl ApnsClient {
 }
 
 impl Push for ApnsClient {
+    fn service(&self) -> Service {
+        Service::Apns
+    }
+
+    fn render(&self, n: &Notification) -> Bytes {
+        render(n)
+    }
+
     fn send<'a>(
         &'a self,
         env: Environment,
-        message: &'a Message,
+        n: &'a Notification,
         budget: Duration,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(self.send_within(env, message, budget))
+    ) -> BoxFuture<'a, Verdict> {
+        Box::pin(self.send_within(env, n, budget))
     }
 
     fn request_timeout(&self) -> Duration {

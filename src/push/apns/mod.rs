@@ -1,6 +1,6 @@
 //! Apple Push Notification service: the provider token ([`token`]), the HTTP/2 client
-//! ([`client`]), the request bodies ([`payload`]), and what Apple's answers mean
-//! ([`classify`]).
+//! ([`client`]), the request bodies ([`payload`], [`render`]), the reasons Apple gives
+//! ([`Reason`]) and what its answers mean ([`classify`]).
 
 pub mod client;
 pub mod payload;
@@ -9,7 +9,9 @@ pub mod token;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::Verdict;
+use bytes::Bytes;
+
+use super::{Kind, Notification, Payload, Priority, Verdict, VerdictClass};
 use crate::secret::Secret;
 
 /// The APNs module's settings.
@@ -33,127 +35,342 @@ pub struct Settings {
     pub request_timeout: Duration,
 }
 
-/// Reasons that mean the device token is dead or belongs elsewhere.
-pub const TOKEN_REASONS: &[&str] = &[
-    "BadDeviceToken",
-    "DeviceTokenNotForTopic",
-    "Unregistered",
-    "ExpiredToken",
-];
+/// A reason Apple documents for the HTTP/2 provider API (`{"reason":"..."}` of an error
+/// answer), or [`Reason::Other`] for one it does not. Metric labels and receipts use
+/// [`Reason::as_str`], so they stay bounded whatever Apple (or a proxy) sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+pub enum Reason {
+    /// `BadCollapseId`.
+    BadCollapseId,
+    /// `BadDeviceToken`.
+    BadDeviceToken,
+    /// `BadExpirationDate`.
+    BadExpirationDate,
+    /// `BadMessageId`.
+    BadMessageId,
+    /// `BadPriority`.
+    BadPriority,
+    /// `BadTopic`.
+    BadTopic,
+    /// `DeviceTokenNotForTopic`.
+    DeviceTokenNotForTopic,
+    /// `DuplicateHeaders`.
+    DuplicateHeaders,
+    /// `IdleTimeout`.
+    IdleTimeout,
+    /// `InvalidPushType`.
+    InvalidPushType,
+    /// `MissingDeviceToken`.
+    MissingDeviceToken,
+    /// `MissingTopic`.
+    MissingTopic,
+    /// `PayloadEmpty`.
+    PayloadEmpty,
+    /// `TopicDisallowed`.
+    TopicDisallowed,
+    /// `BadCertificate`.
+    BadCertificate,
+    /// `BadCertificateEnvironment`.
+    BadCertificateEnvironment,
+    /// `ExpiredProviderToken`.
+    ExpiredProviderToken,
+    /// `Forbidden`.
+    Forbidden,
+    /// `InvalidProviderToken`.
+    InvalidProviderToken,
+    /// `MissingProviderToken`.
+    MissingProviderToken,
+    /// `UnrelatedKeyIdInToken`.
+    UnrelatedKeyIdInToken,
+    /// `BadPath`.
+    BadPath,
+    /// `MethodNotAllowed`.
+    MethodNotAllowed,
+    /// `ExpiredToken`.
+    ExpiredToken,
+    /// `Unregistered`.
+    Unregistered,
+    /// `PayloadTooLarge`.
+    PayloadTooLarge,
+    /// `TooManyProviderTokenUpdates`.
+    TooManyProviderTokenUpdates,
+    /// `TooManyRequests`.
+    TooManyRequests,
+    /// `InternalServerError`.
+    InternalServerError,
+    /// `ServiceUnavailable`.
+    ServiceUnavailable,
+    /// `Shutdown`.
+    Shutdown,
+    /// A reason Apple does not document (labelled `other`).
+    #[serde(other)]
+    Other,
+}
 
-/// Reasons that mean the relay's own credentials or topic are wrong.
-pub const CREDENTIAL_REASONS: &[&str] = &[
-    "InvalidProviderToken",
-    "ExpiredProviderToken",
-    "MissingProviderToken",
-    "TopicDisallowed",
-    "BadTopic",
-    "Forbidden",
-];
+impl Reason {
+    /// Every documented reason, for bounded metric labels (the metrics module registers
+    /// its series from here).
+    #[allow(dead_code)]
+    pub const ALL: [Reason; 31] = [
+        Reason::BadCollapseId,
+        Reason::BadDeviceToken,
+        Reason::BadExpirationDate,
+        Reason::BadMessageId,
+        Reason::BadPriority,
+        Reason::BadTopic,
+        Reason::DeviceTokenNotForTopic,
+        Reason::DuplicateHeaders,
+        Reason::IdleTimeout,
+        Reason::InvalidPushType,
+        Reason::MissingDeviceToken,
+        Reason::MissingTopic,
+        Reason::PayloadEmpty,
+        Reason::TopicDisallowed,
+        Reason::BadCertificate,
+        Reason::BadCertificateEnvironment,
+        Reason::ExpiredProviderToken,
+        Reason::Forbidden,
+        Reason::InvalidProviderToken,
+        Reason::MissingProviderToken,
+        Reason::UnrelatedKeyIdInToken,
+        Reason::BadPath,
+        Reason::MethodNotAllowed,
+        Reason::ExpiredToken,
+        Reason::Unregistered,
+        Reason::PayloadTooLarge,
+        Reason::TooManyProviderTokenUpdates,
+        Reason::TooManyRequests,
+        Reason::InternalServerError,
+        Reason::ServiceUnavailable,
+        Reason::Shutdown,
+    ];
 
-/// Classifies an HTTP answer from APNs.
-pub fn classify(status: u16, reason: Option<&str>) -> Verdict {
-    let r = reason.unwrap_or("").to_owned();
+    /// Apple's name for the reason; `other` for one it does not document.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::BadCollapseId => "BadCollapseId",
+            Reason::BadDeviceToken => "BadDeviceToken",
+            Reason::BadExpirationDate => "BadExpirationDate",
+            Reason::BadMessageId => "BadMessageId",
+            Reason::BadPriority => "BadPriority",
+            Reason::BadTopic => "BadTopic",
+            Reason::DeviceTokenNotForTopic => "DeviceTokenNotForTopic",
+            Reason::DuplicateHeaders => "DuplicateHeaders",
+            Reason::IdleTimeout => "IdleTimeout",
+            Reason::InvalidPushType => "InvalidPushType",
+            Reason::MissingDeviceToken => "MissingDeviceToken",
+            Reason::MissingTopic => "MissingTopic",
+            Reason::PayloadEmpty => "PayloadEmpty",
+            Reason::TopicDisallowed => "TopicDisallowed",
+            Reason::BadCertificate => "BadCertificate",
+            Reason::BadCertificateEnvironment => "BadCertificateEnvironment",
+            Reason::ExpiredProviderToken => "ExpiredProviderToken",
+            Reason::Forbidden => "Forbidden",
+            Reason::InvalidProviderToken => "InvalidProviderToken",
+            Reason::MissingProviderToken => "MissingProviderToken",
+            Reason::UnrelatedKeyIdInToken => "UnrelatedKeyIdInToken",
+            Reason::BadPath => "BadPath",
+            Reason::MethodNotAllowed => "MethodNotAllowed",
+            Reason::ExpiredToken => "ExpiredToken",
+            Reason::Unregistered => "Unregistered",
+            Reason::PayloadTooLarge => "PayloadTooLarge",
+            Reason::TooManyProviderTokenUpdates => "TooManyProviderTokenUpdates",
+            Reason::TooManyRequests => "TooManyRequests",
+            Reason::InternalServerError => "InternalServerError",
+            Reason::ServiceUnavailable => "ServiceUnavailable",
+            Reason::Shutdown => "Shutdown",
+            Reason::Other => "other",
+        }
+    }
+
+    /// The class a reason decides whatever the status: the device token is dead or
+    /// belongs elsewhere, or the relay's own credentials or topic are wrong. `None`: the
+    /// status decides.
+    pub fn class(self) -> Option<VerdictClass> {
+        match self {
+            // The token is dead, or not for this topic or environment: forget the device
+            // (or, in auto mode, try the other environment first).
+            Reason::BadDeviceToken
+            | Reason::DeviceTokenNotForTopic
+            | Reason::Unregistered
+            | Reason::ExpiredToken => Some(VerdictClass::TokenDead),
+            // The relay's provider token or topic: an operator must act.
+            Reason::InvalidProviderToken
+            | Reason::ExpiredProviderToken
+            | Reason::MissingProviderToken
+            | Reason::TopicDisallowed
+            | Reason::BadTopic
+            | Reason::Forbidden => Some(VerdictClass::Misconfigured),
+            _ => None,
+        }
+    }
+
+    /// Whether the token may belong to APNs's other environment.
+    pub fn wrong_environment(self) -> bool {
+        matches!(
+            self,
+            Reason::BadDeviceToken | Reason::DeviceTokenNotForTopic
+        )
+    }
+
+    /// Whether the token is malformed for the environment that answered.
+    pub fn bad_token(self) -> bool {
+        self == Reason::BadDeviceToken
+    }
+
+    /// Whether a fresh provider token may fix the answer (retried once).
+    pub fn expired_provider_token(self) -> bool {
+        self == Reason::ExpiredProviderToken
+    }
+}
+
+/// Classifies an HTTP answer from APNs: a token or credential reason decides first, then
+/// 410 (token dead), 403 (credentials), 429 and 5xx (retryable), and any other status is
+/// a refusal of this request.
+pub fn classify(status: u16, reason: Option<Reason>) -> Verdict {
     if status == 200 {
-        return Verdict::Delivered;
+        return Verdict::DELIVERED;
     }
-    if status == 410 || TOKEN_REASONS.contains(&r.as_str()) {
-        return Verdict::TokenRejected { reason: r };
-    }
-    if status == 403 || CREDENTIAL_REASONS.contains(&r.as_str()) {
-        return Verdict::CredentialsRejected { reason: r };
-    }
-    match status {
-        429 => Verdict::Throttled { reason: r },
-        500..=599 => Verdict::ServerError { status, reason: r },
-        _ => Verdict::Refused { status, reason: r },
+    let by_reason = reason.and_then(Reason::class);
+    let class = match (status, by_reason) {
+        (410, _) | (_, Some(VerdictClass::TokenDead)) => VerdictClass::TokenDead,
+        (403, _) | (_, Some(VerdictClass::Misconfigured)) => VerdictClass::Misconfigured,
+        (429, _) | (500..=599, _) => VerdictClass::Retryable,
+        _ => VerdictClass::Rejected,
+    };
+    Verdict {
+        class,
+        status,
+        reason: reason.map_or(super::Reason::None, super::Reason::Apns),
     }
 }
 
-/// A bounded label for a reason: the reason when Apple documents it, else `other` (`none`
-/// when empty).
-pub fn reason_label(reason: &str) -> &'static str {
-    KNOWN_REASONS
-        .iter()
-        .find(|k| **k == reason)
-        .copied()
-        .unwrap_or(if reason.is_empty() { "none" } else { "other" })
+/// Whether a mailbox registration is forgotten: a 410, or `BadDeviceToken`.
+pub fn forgets_registration(status: u16, reason: Reason) -> bool {
+    status == 410 || reason.bad_token()
 }
 
-/// Every reason Apple documents for the HTTP/2 provider API, for bounded metric labels.
-pub const KNOWN_REASONS: &[&str] = &[
-    "BadCollapseId",
-    "BadDeviceToken",
-    "BadExpirationDate",
-    "BadMessageId",
-    "BadPriority",
-    "BadTopic",
-    "DeviceTokenNotForTopic",
-    "DuplicateHeaders",
-    "IdleTimeout",
-    "InvalidPushType",
-    "MissingDeviceToken",
-    "MissingTopic",
-    "PayloadEmpty",
-    "TopicDisallowed",
-    "BadCertificate",
-    "BadCertificateEnvironment",
-    "ExpiredProviderToken",
-    "Forbidden",
-    "InvalidProviderToken",
-    "MissingProviderToken",
-    "UnrelatedKeyIdInToken",
-    "BadPath",
-    "MethodNotAllowed",
-    "ExpiredToken",
-    "Unregistered",
-    "PayloadTooLarge",
-    "TooManyProviderTokenUpdates",
-    "TooManyRequests",
-    "InternalServerError",
-    "ServiceUnavailable",
-    "Shutdown",
-];
+/// `apns-push-type` of a notification kind (data is delivered as a background push).
+pub fn push_type(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Alert => "alert",
+        Kind::Background | Kind::Data => "background",
+    }
+}
+
+/// `apns-priority` of a priority.
+pub fn priority(p: Priority) -> u8 {
+    match p {
+        Priority::High => 10,
+        Priority::Normal => 5,
+    }
+}
+
+/// The APNs body of a notification: a sealed alert with its interruption level (a
+/// high-priority one is time-sensitive), a mailbox wake-up, or a body rendered before.
+pub fn render(n: &Notification) -> Bytes {
+    match &n.payload {
+        Payload::Sealed {
+            title,
+            body,
+            suite,
+            ciphertext,
+        } => {
+            let level = match n.priority {
+                Priority::High => payload::Level::TimeSensitive,
+                Priority::Normal => payload::Level::Passive,
+            };
+            Bytes::from(payload::alert(title, body, level, suite, ciphertext))
+        }
+        Payload::Wake { tag, alert } => Bytes::from(payload::wake(tag, alert.as_deref())),
+        Payload::Rendered(b) => b.clone(),
+    }
+}
+
+/// The APNs body of a sealed alert with these stub texts (the fuzz targets render every
+/// envelope they parse).
+pub fn alert_body(alert: &crate::delivery::Alert, title: &str, body: &str) -> Vec<u8> {
+    render(&crate::delivery::notification(alert, title, body, 0)).to_vec()
+}
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// The reason as Apple's answer names it.
+    pub(crate) fn parse(s: &str) -> Reason {
+        serde_json::from_value(serde_json::Value::from(s)).unwrap()
+    }
+
+    /// Reasons that mean the device token is dead or belongs elsewhere.
+    const TOKEN_REASONS: &[&str] = &[
+        "BadDeviceToken",
+        "DeviceTokenNotForTopic",
+        "Unregistered",
+        "ExpiredToken",
+    ];
+
+    /// Reasons that mean the relay's own credentials or topic are wrong.
+    const CREDENTIAL_REASONS: &[&str] = &[
+        "InvalidProviderToken",
+        "ExpiredProviderToken",
+        "MissingProviderToken",
+        "TopicDisallowed",
+        "BadTopic",
+        "Forbidden",
+    ];
+
+    fn c(status: u16, reason: Option<&str>) -> Verdict {
+        classify(status, reason.map(parse))
+    }
 
     #[test]
     fn classification_follows_design() {
-        assert_eq!(classify(200, None), Verdict::Delivered);
+        assert_eq!(c(200, None), Verdict::DELIVERED);
         for r in TOKEN_REASONS {
-            assert!(
-                matches!(classify(400, Some(r)), Verdict::TokenRejected { .. }),
-                "{r}"
-            );
+            assert_eq!(c(400, Some(r)).class, VerdictClass::TokenDead, "{r}");
         }
-        assert!(matches!(classify(410, None), Verdict::TokenRejected { .. }));
+        assert_eq!(c(410, None).class, VerdictClass::TokenDead);
         for r in CREDENTIAL_REASONS {
-            assert!(
-                matches!(classify(403, Some(r)), Verdict::CredentialsRejected { .. }),
-                "{r}"
-            );
+            assert_eq!(c(403, Some(r)).class, VerdictClass::Misconfigured, "{r}");
         }
-        assert!(matches!(
-            classify(400, Some("BadTopic")),
-            Verdict::CredentialsRejected { .. }
-        ));
-        assert!(matches!(
-            classify(403, None),
-            Verdict::CredentialsRejected { .. }
-        ));
-        assert!(matches!(
-            classify(429, Some("TooManyRequests")),
-            Verdict::Throttled { .. }
-        ));
-        assert!(matches!(
-            classify(503, Some("ServiceUnavailable")),
-            Verdict::ServerError { status: 503, .. }
-        ));
-        assert!(matches!(
-            classify(413, Some("PayloadTooLarge")),
-            Verdict::Refused { status: 413, .. }
-        ));
+        assert_eq!(c(400, Some("BadTopic")).class, VerdictClass::Misconfigured);
+        assert_eq!(c(403, None).class, VerdictClass::Misconfigured);
+        let throttled = c(429, Some("TooManyRequests"));
+        assert_eq!(
+            (throttled.class, throttled.status),
+            (VerdictClass::Retryable, 429)
+        );
+        let server = c(503, Some("ServiceUnavailable"));
+        assert_eq!(
+            (server.class, server.status),
+            (VerdictClass::Retryable, 503)
+        );
+        let refused = c(413, Some("PayloadTooLarge"));
+        assert_eq!(
+            (refused.class, refused.status),
+            (VerdictClass::Rejected, 413)
+        );
+        // Only those reasons decide a class of their own.
+        for r in Reason::ALL {
+            let listed =
+                TOKEN_REASONS.contains(&r.as_str()) || CREDENTIAL_REASONS.contains(&r.as_str());
+            assert_eq!(r.class().is_some(), listed, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn reasons_parse_from_apples_answers() {
+        for r in Reason::ALL {
+            assert_eq!(parse(r.as_str()), r);
+            let body = format!(r#"{{"reason":"{}"}}"#, r.as_str());
+            let parsed: std::collections::HashMap<String, Reason> =
+                serde_json::from_str(&body).unwrap();
+            assert_eq!(parsed["reason"], r);
+        }
+        let unknown: std::collections::HashMap<String, Reason> =
+            serde_json::from_str(r#"{"reason":"<script>token=abc"}"#).unwrap();
+        assert_eq!(unknown["reason"], Reason::Other);
+        assert_eq!(Reason::Other.as_str(), "other");
     }
 }

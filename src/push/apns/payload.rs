@@ -5,6 +5,10 @@
 //! `{"aps":{"alert":{"title":T,"body":B},"mutable-content":1,"interruption-level":L,"sound":"default"},"v":1,"suite":S,"ciphertext":C}`,
 //! with `sound` only for time-sensitive alerts. The stub title and body are shown only if
 //! the extension never runs.
+//!
+//! A mailbox wake-up ([`wake`]) is the spec's: an alert
+//! `{"aps":{"alert":{"body":"<alert>"},"mutable-content":1,"sound":"default"},"zerobyte":{"tag":"<tag>"}}`,
+//! or a silent `{"aps":{"content-available":1},"zerobyte":{"tag":"<tag>"}}`.
 
 /// The interruption level of an alert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +61,24 @@ pub fn alert(title: &str, body: &str, priority: Level, suite: &str, ciphertext: 
     out.extend_from_slice(br#","ciphertext":"#);
     push_json_str(&mut out, ciphertext);
     out.push(b'}');
+    out
+}
+
+/// The exact body of a mailbox wake-up: an alert showing `alert`, or silent for `None`.
+pub fn wake(tag: &str, alert: Option<&str>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(96 + tag.len() + alert.map_or(0, str::len));
+    match alert {
+        Some(text) => {
+            out.extend_from_slice(br#"{"aps":{"alert":{"body":"#);
+            push_json_str(&mut out, text);
+            out.extend_from_slice(
+                br#"},"mutable-content":1,"sound":"default"},"zerobyte":{"tag":"#,
+            );
+        }
+        None => out.extend_from_slice(br#"{"aps":{"content-available":1},"zerobyte":{"tag":"#),
+    }
+    push_json_str(&mut out, tag);
+    out.extend_from_slice(b"}}");
     out
 }
 
@@ -177,6 +199,21 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
         assert_eq!(v["aps"]["alert"]["title"], "a \"quoted\" title");
         assert_eq!(v["aps"]["alert"]["body"], "line\nbreak");
+    }
+
+    #[test]
+    fn the_specs_wake_payloads() {
+        assert_eq!(
+            String::from_utf8(wake("Zq3k8r2mT1u0wQ", Some("New message"))).unwrap(),
+            r#"{"aps":{"alert":{"body":"New message"},"mutable-content":1,"sound":"default"},"zerobyte":{"tag":"Zq3k8r2mT1u0wQ"}}"#
+        );
+        assert_eq!(
+            String::from_utf8(wake("Zq3k8r2mT1u0wQ", None)).unwrap(),
+            r#"{"aps":{"content-available":1},"zerobyte":{"tag":"Zq3k8r2mT1u0wQ"}}"#
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&wake("t", Some("a \"quoted\"\nline"))).unwrap();
+        assert_eq!(v["aps"]["alert"]["body"], "a \"quoted\"\nline");
     }
 
     #[test]

@@ -31,6 +31,8 @@ use super::outcome::{
 };
 use super::Settings;
 use crate::clock::Clock;
+use crate::device::Environment;
+use crate::push::{self, BoxFuture, Notification, Payload, Push, Service, Verdict};
 use crate::secret::Secret;
 
 /// FCM's production base URL (`FCM_URL`'s default).
@@ -387,6 +389,55 @@ impl FcmClient {
             }
             Err(_) => Err(timed_out()),
         }
+    }
+}
+
+/// The FCM message a notification asks for: a mailbox wake-up's tag and notify; `None` for
+/// a payload FCM has no shape for (a sealed alert, a body rendered for another service).
+fn wake(n: &Notification) -> Option<(&str, Notify)> {
+    let Payload::Wake { tag, alert } = &n.payload else {
+        return None;
+    };
+    let notify = match (n.kind, alert) {
+        (push::Kind::Alert, Some(text)) => Notify::Alert(text.clone()),
+        _ => Notify::Silent,
+    };
+    Some((tag, notify))
+}
+
+impl Push for FcmClient {
+    fn service(&self) -> Service {
+        Service::Fcm
+    }
+
+    fn render(&self, n: &Notification) -> Bytes {
+        wake(n)
+            .and_then(|(tag, notify)| message::body(n.to.expose(), tag, &notify).ok())
+            .unwrap_or_default()
+    }
+
+    /// FCM has one endpoint: `env` is ignored; [`SEND_TIMEOUT`] bounds the send.
+    fn send<'a>(
+        &'a self,
+        _env: Environment,
+        n: &'a Notification,
+        _budget: Duration,
+    ) -> BoxFuture<'a, Verdict> {
+        Box::pin(async move {
+            let outcome = match wake(n) {
+                Some((tag, notify)) => self.send(n.to.expose(), tag, notify).await,
+                None => FcmOutcome::Rejected(Failure::new(Stage::Send, 0, Reason::InvalidInput)),
+            };
+            Verdict {
+                class: outcome.class(),
+                status: outcome.status(),
+                reason: push::Reason::Fcm(outcome.reason()),
+            }
+        })
+    }
+
+    fn request_timeout(&self) -> Duration {
+        SEND_TIMEOUT
     }
 }
 

@@ -34,6 +34,11 @@ pub use error::ServiceAccountError;
 pub use message::{is_valid_registration_token, Notify, MAX_ALERT_CHARS};
 pub use outcome::{Failure, FcmOutcome, Reason, Stage};
 
+/// Whether a mailbox registration is forgotten: `UNREGISTERED` only.
+pub fn forgets_registration(reason: Reason) -> bool {
+    reason == Reason::Unregistered
+}
+
 /// The FCM module's settings. Present only when a service account is configured: that is
 /// what loads the module.
 #[derive(Debug, Clone)]

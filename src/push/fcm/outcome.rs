@@ -206,13 +206,7 @@ impl FcmOutcome {
 
     /// The class as a log field.
     pub(crate) fn class_str(&self) -> &'static str {
-        match self {
-            FcmOutcome::Delivered { .. } => "delivered",
-            FcmOutcome::TokenDead(_) => "token_dead",
-            FcmOutcome::Rejected(_) => "rejected",
-            FcmOutcome::Misconfigured(_) => "misconfigured",
-            FcmOutcome::Retryable(_) => "retryable",
-        }
+        self.class().as_str()
     }
 
     /// The failure details, `None` when delivered.
