@@ -70,11 +70,16 @@ pub mod parts {
     pub use crate::delivery::Alert;
     pub use crate::mailbox::ice;
     pub use crate::metrics::register_known as register_metrics;
-    pub use crate::push::apns::alert_body;
     pub use crate::push::fcm;
     pub use crate::secret::Secret;
     pub use crate::signed::request::SignedPush;
     pub use crate::signed::sig::{read_authorization, sign_request, PrivateKey, ReadAuthorization};
     pub use crate::store::redis::mailbox::mailbox_lua;
     pub use crate::store::redis::policy::admit_lua;
+
+    /// The APNs body of a sealed alert with these stub texts (the fuzz targets render every
+    /// envelope they parse), as the core hands it to the APNs module.
+    pub fn alert_body(alert: &Alert, title: &str, body: &str) -> Vec<u8> {
+        crate::push::apns::render(&crate::delivery::notification(alert, title, body, 0)).to_vec()
+    }
 }

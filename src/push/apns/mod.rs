@@ -287,12 +287,6 @@ pub fn render(n: &Notification) -> Bytes {
     }
 }
 
-/// The APNs body of a sealed alert with these stub texts (the fuzz targets render every
-/// envelope they parse).
-pub fn alert_body(alert: &crate::delivery::Alert, title: &str, body: &str) -> Vec<u8> {
-    render(&crate::delivery::notification(alert, title, body, 0)).to_vec()
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
