@@ -134,10 +134,6 @@ pub struct RequestError {
 }
 
 impl RequestError {
-    #[cfg(test)]
-    /// The error code for the envelope.
-    pub const CODE: &'static str = "invalid_request";
-
     fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             path: path.into(),
@@ -158,18 +154,6 @@ impl RequestError {
     /// The short text for the error envelope's `message`; it names the member.
     pub fn message(&self) -> &str {
         &self.message
-    }
-
-    #[cfg(test)]
-    /// `invalid_request`.
-    pub fn code(&self) -> &'static str {
-        Self::CODE
-    }
-
-    #[cfg(test)]
-    /// 400.
-    pub fn status(&self) -> u16 {
-        400
     }
 }
 
@@ -755,5 +739,4 @@ fn validate(mut object: Map<String, Value>, cap: usize) -> Result<SignedPush, Re
 }
 
 #[cfg(test)]
-#[path = "request_tests.rs"]
 mod tests;
