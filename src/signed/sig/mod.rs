@@ -1,5 +1,4 @@
-//! Ed25519 for signed pushes and signed reads (ed25519-dalek verifies, ring signs and loads
-//! keys), key files for `sealrelay keygen`,
+//! Ed25519 for signed pushes and signed reads (ring), key files for `sealrelay keygen`,
 //! the read `Authorization: Signature` header, and the freshness window.
 //!
 //! - A push's `signature` is Ed25519 over [`SignedPush::signing_bytes`], sent as 64 bytes
@@ -18,9 +17,8 @@
 
 use std::fmt;
 
-use ed25519_dalek::{Signature, Verifier, VerifyingKey};
 use ring::rand::SystemRandom;
-use ring::signature::{Ed25519KeyPair, KeyPair};
+use ring::signature::{Ed25519KeyPair, KeyPair, UnparsedPublicKey, ED25519};
 use serde_json::{Map, Value};
 
 use super::b64;
@@ -74,8 +72,8 @@ pub enum KeyError {
     PublicKeyLength(usize),
     /// `publicKey` is a point of small order, or an encoding no key generator writes. Under
     /// a small-order key a signature can be made without any private key (under `01 00..00`,
-    /// `01 00..00 || 00..00` verifies for every message), and the verifier (cofactorless, as
-    /// ring's was) does not refuse such keys, so enrolment must.
+    /// `01 00..00 || 00..00` verifies for every message), and ring's verifier does not
+    /// refuse such keys, so enrolment must.
     #[error("publicKey is a weak or non-canonical Ed25519 key (a point of small order, or y not below 2^255-19); generate a key with `sealrelay keygen`")]
     PublicKeyWeak,
     /// No PEM block of the right label.
@@ -135,14 +133,13 @@ impl PublicKey {
         b64::encode_std(&self.0)
     }
 
-    /// Checks `signature` over `message`: the cofactorless equation `[S]B = R + [k]A` with
-    /// `S` below the group order and `R` compared as sent, the rules ring 0.17 applied (ring
-    /// verified until `relay-bench verify` measured ed25519-dalek faster; BENCHMARKS.md).
-    /// Not `verify_strict`: it would also refuse small-order `R` and `A`, which enrolment
-    /// already keeps out ([`PublicKey::from_base64`]), so the answers stay ring's.
+    /// Checks `signature` over `message`. ring, not ed25519-dalek: `relay-bench verify`
+    /// measured dalek about 10% faster with the key decoded per call (18% with it decoded
+    /// once), under the 15% that would pay for a second Ed25519 implementation
+    /// (BENCHMARKS.md).
     pub fn verify(&self, message: &[u8], signature: &[u8; SIGNATURE_LEN]) -> Result<(), SigError> {
-        let key = VerifyingKey::from_bytes(&self.0).map_err(|_| SigError::Mismatch)?;
-        key.verify(message, &Signature::from_bytes(signature))
+        UnparsedPublicKey::new(&ED25519, &self.0)
+            .verify(message, signature)
             .map_err(|_| SigError::Mismatch)
     }
 }

@@ -805,7 +805,7 @@ fn hex32(text: &str) -> [u8; 32] {
 }
 
 #[test]
-fn small_order_keys_forge_signatures_under_the_verifier() {
+fn small_order_keys_forge_signatures_under_ring() {
     // Why enrolment must refuse them: under each small-order key A, a signature R || 0 with
     // R a small-order point verifies for a share of all messages, no private key involved
     // ([0]B = R + [k]A holds whenever [k]A = -R). Under the identity it is every message.
