@@ -9,7 +9,7 @@ use serde_json::json;
 use super::super::canonical as crate_canonical;
 use super::super::error::ApiError;
 
-const CAP: usize = DEFAULT_MAX_CIPHERTEXT_CHARS;
+const CAP: usize = crate::delivery::alert::DEFAULT_MAX_CIPHERTEXT_CHARS;
 const DEVICE: &str = "ABCDEF0123456789abcdef0123456789";
 const DEVICE2: &str = "00112233445566778899aabbccddeeff";
 
@@ -93,16 +93,20 @@ fn accepts_the_contract_example() {
     assert_eq!(p.request_id(), "2f0c3a8e-0d5b-4f7e-9c1a-6b2d8e4f1a3c");
     assert_eq!(p.topic(), Some("com.example.cronstable"));
     assert_eq!(p.targets().len(), 1);
-    let t = &p.targets()[0];
-    assert_eq!(t.device(), DEVICE.to_ascii_lowercase());
-    assert_eq!(t.suite(), "x25519");
-    assert_eq!(t.ciphertext(), ct(68));
-    assert_eq!(p.collapse_id(), "93bc5d02dc2a24b5365347573b6f5115");
-    assert_eq!(p.flap_id(), Some("0123456789abcdef0123456789abcdef"));
-    assert_eq!(p.flap_key(), "0123456789abcdef0123456789abcdef");
-    assert_eq!(p.priority(), Priority::TimeSensitive);
-    assert_eq!(p.priority().as_str(), "time-sensitive");
-    assert!(!p.event());
+    // As the delivery core receives it.
+    let a = p.alert(0);
+    assert_eq!(a.device.expose(), DEVICE.to_ascii_lowercase());
+    assert_eq!(a.suite, "x25519");
+    assert_eq!(a.ciphertext, ct(68));
+    assert_eq!(a.collapse_id.as_str(), "93bc5d02dc2a24b5365347573b6f5115");
+    assert_eq!(
+        a.flap_id.as_ref().map(Id32::as_str),
+        Some("0123456789abcdef0123456789abcdef")
+    );
+    assert_eq!(a.flap_key(), "0123456789abcdef0123456789abcdef");
+    assert_eq!(a.priority, Priority::TimeSensitive);
+    assert_eq!(a.priority.as_str(), "time-sensitive");
+    assert!(!a.event);
     assert_eq!(p.issued_at_ms(), 1767225600000);
     assert_eq!(p.signer_key_id(), "ed25519:ops-eu-1");
     assert_eq!(p.signature(), "A".repeat(86));
@@ -121,11 +125,12 @@ fn optional_members_may_be_omitted() {
     v["event"] = json!(true);
     let p = accepted(&bytes(&v));
     assert_eq!(p.topic(), None);
-    assert_eq!(p.flap_id(), None);
-    assert_eq!(p.flap_key(), p.collapse_id());
-    assert_eq!(p.targets()[0].suite(), DEFAULT_SUITE);
-    assert_eq!(p.priority(), Priority::Passive);
-    assert!(p.event());
+    let a = p.alert(0);
+    assert_eq!(a.flap_id, None);
+    assert_eq!(a.flap_key(), a.collapse_id.as_str());
+    assert_eq!(a.suite, DEFAULT_SUITE);
+    assert_eq!(a.priority, Priority::Passive);
+    assert!(a.event);
 }
 
 #[test]
@@ -1213,9 +1218,10 @@ proptest! {
         prop_assert_eq!(first.canonical_hash(), crate_canonical::payload_hash(first.signing_bytes()));
         // The typed view agrees with the JSON.
         prop_assert_eq!(first.targets().len(), v["targets"].as_array().unwrap().len());
-        for (t, raw) in first.targets().iter().zip(v["targets"].as_array().unwrap()) {
-            prop_assert_eq!(t.device(), raw["device"].as_str().unwrap().to_ascii_lowercase());
-            prop_assert_eq!(t.ciphertext(), raw["ciphertext"].as_str().unwrap());
+        for (i, raw) in v["targets"].as_array().unwrap().iter().enumerate() {
+            let a = first.alert(i);
+            prop_assert_eq!(a.device.expose(), raw["device"].as_str().unwrap().to_ascii_lowercase());
+            prop_assert_eq!(a.ciphertext.as_str(), raw["ciphertext"].as_str().unwrap());
         }
     }
 

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::super::error::ApiError;
-use super::super::request::{SignedPush, DEFAULT_MAX_CIPHERTEXT_CHARS};
+use super::super::request::SignedPush;
+use crate::delivery::alert::DEFAULT_MAX_CIPHERTEXT_CHARS;
 
 fn request() -> Map<String, Value> {
     json!({
