@@ -570,12 +570,6 @@ impl ReadAuthorization {
         self.ts_ms
     }
 
-    #[cfg(test)]
-    /// `sig` as sent, not yet decoded.
-    pub fn sig(&self) -> &str {
-        &self.sig
-    }
-
     /// Checks `sig` over `<method>\n<path_and_query>\n<ts>` under the signer's key: 401
     /// `bad_signature` when it is not 64 bytes of base64url or does not verify.
     /// `path_and_query` is the request target as received (`/v2/pushes/<id>/events?after=3`).

@@ -475,7 +475,7 @@ fn signed_read_round_trip() {
     let auth = parse_str(&value).unwrap();
     assert_eq!(auth.key_id(), "ed25519:ops-eu-1");
     assert_eq!(auth.ts_ms(), 1767225600000);
-    assert_eq!(auth.sig().len(), 86);
+    assert_eq!(auth.sig.len(), 86);
     auth.verify(&key.public_key(), "GET", path).unwrap();
     assert_eq!(
         read_signing_message("GET", path, 1767225600000),
@@ -518,7 +518,7 @@ fn signed_read_round_trip() {
         Err(SigError::Malformed)
     );
     // Parameters in any order, spaces around commas.
-    let sig = auth.sig().to_owned();
+    let sig = auth.sig.clone();
     for v in [
         format!("Signature sig=\"{sig}\",ts=\"1767225600000\",keyId=\"ed25519:ops-eu-1\""),
         format!("Signature ts=\"1767225600000\", sig=\"{sig}\" ,\tkeyId=\"ed25519:ops-eu-1\""),
@@ -775,7 +775,7 @@ proptest! {
             // Whatever parses has the three parameters with their shapes.
             prop_assert!(is_valid_key_id(auth.key_id()));
             prop_assert!(auth.ts_ms() <= 1 << 53);
-            prop_assert!(!auth.sig().is_empty());
+            prop_assert!(!auth.sig.is_empty());
         }
     }
 
