@@ -683,6 +683,8 @@ target/release/sealrelay admin --socket /tmp/b/admin.sock signers add ed25519:be
 target/release/relay-bench signed --url http://127.0.0.1:8080/ --key /tmp/b/signer.pem --key-id ed25519:bench \\
     --connections 64 --duration 8 --max-requests 400000 --pregen 150000 --pid relay=<pid> --redis-url redis://127.0.0.1:6390 \\
     [--targets 100 --rate 20 --connections 8]
+# Ed25519 verification alone, ring against ed25519-dalek, interleaved rounds (median us per verification, ratio):
+target/release/relay-bench verify --rounds 11 --iterations 4000 [--threads 0]
 ```
 
 The relay runs with `RELAY_IP_RATE_CAPACITY=0` (one generator is one client address),

@@ -159,7 +159,7 @@ async fn signer(s: &Signed, key_id: &str) -> Result<Arc<Known>, ApiError> {
 
 fn verified(r: Result<(), sig::SigError>) -> Result<(), ApiError> {
     metrics::signature_verification(r.is_ok());
-    r.map_err(|_| ApiError::bad_signature())
+    r.map_err(ApiError::from)
 }
 
 async fn accept(s: &Arc<Signed>, req: Request) -> Result<(&'static str, Response), ApiError> {

@@ -177,6 +177,13 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// Every signature failure, malformed or not verifying, is one answer: 401 `bad_signature`.
+impl From<super::sig::SigError> for ApiError {
+    fn from(_: super::sig::SigError) -> Self {
+        ApiError::bad_signature()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

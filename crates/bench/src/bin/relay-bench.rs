@@ -15,6 +15,7 @@
 //! relay-bench watch --url http://B/ --watch-url http://A/ --rate 1000 [--mailboxes 0] ...
 //! relay-bench signal --url http://A/ [--peer-url http://B/] [--pairs 20] [--frame-bytes 1024]
 //!                   [--rate R | --window 2] ...
+//! relay-bench verify [--requests 64] [--iterations 4000] [--rounds 7] [--threads 1]
 //! ```
 //!
 //! Every run is bounded by `--duration` seconds AND `--max-requests`, talks to 127.0.0.1
@@ -52,6 +53,8 @@
 mod mailbox;
 #[path = "relay-bench/signal.rs"]
 mod signal;
+#[path = "relay-bench/verify.rs"]
+mod verify;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -119,6 +122,8 @@ enum Cmd {
     Watch(mailbox::WatchArgs),
     /// Signal frames between the two sides of many mailboxes: latency, or the bytes ceiling.
     Signal(signal::SignalArgs),
+    /// Ed25519 verification alone, ring against ed25519-dalek, over real signed pushes.
+    Verify(verify::VerifyArgs),
 }
 
 #[derive(Args, Clone)]
@@ -1498,6 +1503,7 @@ fn main() -> anyhow::Result<()> {
             Cmd::MailboxRedis(a) => mailbox::run_mailbox_redis(a).await,
             Cmd::Watch(a) => mailbox::run_watch(a).await,
             Cmd::Signal(a) => signal::run_signal(a).await,
+            Cmd::Verify(a) => verify::run_verify(a).await,
         }
     })
 }

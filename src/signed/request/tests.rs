@@ -1,4 +1,4 @@
-//! Tests for `request.rs`: one case per rule and message, the order of checks, and
+//! Tests for `signed::request`: one case per rule and message, the order of checks, and
 //! property tests (no panics, stable re-validation, order- and whitespace-blind hashes).
 
 use super::*;
@@ -7,8 +7,9 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::super::canonical as crate_canonical;
+use super::super::error::ApiError;
 
-const CAP: usize = DEFAULT_MAX_CIPHERTEXT_CHARS;
+const CAP: usize = crate::delivery::alert::DEFAULT_MAX_CIPHERTEXT_CHARS;
 const DEVICE: &str = "ABCDEF0123456789abcdef0123456789";
 const DEVICE2: &str = "00112233445566778899aabbccddeeff";
 
@@ -92,16 +93,20 @@ fn accepts_the_contract_example() {
     assert_eq!(p.request_id(), "2f0c3a8e-0d5b-4f7e-9c1a-6b2d8e4f1a3c");
     assert_eq!(p.topic(), Some("com.example.cronstable"));
     assert_eq!(p.targets().len(), 1);
-    let t = &p.targets()[0];
-    assert_eq!(t.device(), DEVICE.to_ascii_lowercase());
-    assert_eq!(t.suite(), "x25519");
-    assert_eq!(t.ciphertext(), ct(68));
-    assert_eq!(p.collapse_id(), "93bc5d02dc2a24b5365347573b6f5115");
-    assert_eq!(p.flap_id(), Some("0123456789abcdef0123456789abcdef"));
-    assert_eq!(p.flap_key(), "0123456789abcdef0123456789abcdef");
-    assert_eq!(p.priority(), Priority::TimeSensitive);
-    assert_eq!(p.priority().as_str(), "time-sensitive");
-    assert!(!p.event());
+    // As the delivery core receives it.
+    let a = p.alert(0);
+    assert_eq!(a.device.expose(), DEVICE.to_ascii_lowercase());
+    assert_eq!(a.suite, "x25519");
+    assert_eq!(a.ciphertext, ct(68));
+    assert_eq!(a.collapse_id.as_str(), "93bc5d02dc2a24b5365347573b6f5115");
+    assert_eq!(
+        a.flap_id.as_ref().map(Id32::as_str),
+        Some("0123456789abcdef0123456789abcdef")
+    );
+    assert_eq!(a.flap_key(), "0123456789abcdef0123456789abcdef");
+    assert_eq!(a.priority, Priority::TimeSensitive);
+    assert_eq!(a.priority.as_str(), "time-sensitive");
+    assert!(!a.event);
     assert_eq!(p.issued_at_ms(), 1767225600000);
     assert_eq!(p.signer_key_id(), "ed25519:ops-eu-1");
     assert_eq!(p.signature(), "A".repeat(86));
@@ -120,11 +125,12 @@ fn optional_members_may_be_omitted() {
     v["event"] = json!(true);
     let p = accepted(&bytes(&v));
     assert_eq!(p.topic(), None);
-    assert_eq!(p.flap_id(), None);
-    assert_eq!(p.flap_key(), p.collapse_id());
-    assert_eq!(p.targets()[0].suite(), DEFAULT_SUITE);
-    assert_eq!(p.priority(), Priority::Passive);
-    assert!(p.event());
+    let a = p.alert(0);
+    assert_eq!(a.flap_id, None);
+    assert_eq!(a.flap_key(), a.collapse_id.as_str());
+    assert_eq!(a.suite, DEFAULT_SUITE);
+    assert_eq!(a.priority, Priority::Passive);
+    assert!(a.event);
 }
 
 #[test]
@@ -178,175 +184,224 @@ fn debug_never_prints_tokens_or_ciphertexts() {
         .starts_with(&p.targets()[0].hash8()));
 }
 
-/// One case per rule: the body, the path, the message.
+/// A row of the rule table: its name, the body, and the path and message the parser gives.
+struct Case<'a> {
+    name: String,
+    body: Vec<u8>,
+    path: &'a str,
+    message: String,
+}
+
+/// A row as written in the table: the body, the path, the message.
+type Row<'a> = (Vec<u8>, &'a str, String);
+
+/// One case per rule: the body, the path, the message; a failure names its case.
 #[test]
 fn every_rule_and_its_message() {
     let long_name = "n".repeat(70);
     let hex513 = "a".repeat(513);
-    let cases: Vec<(Vec<u8>, &str, String)> = vec![
+    let groups: Vec<(&str, Vec<Row>)> = vec![
         // 1. JSON
-        (b"".to_vec(), "", "body is not valid JSON".into()),
-        (b"{".to_vec(), "", "body is not valid JSON".into()),
-        (b"{} {}".to_vec(), "", "body is not valid JSON".into()),
         (
-            b"\xef\xbb\xbf{}".to_vec(),
-            "",
-            "body is not valid JSON".into(),
+            "JSON",
+            vec![
+                (b"".to_vec(), "", "body is not valid JSON".into()),
+                (b"{".to_vec(), "", "body is not valid JSON".into()),
+                (b"{} {}".to_vec(), "", "body is not valid JSON".into()),
+                (
+                    b"\xef\xbb\xbf{}".to_vec(),
+                    "",
+                    "body is not valid JSON".into(),
+                ),
+                (
+                    b"{\"a\":\"\xff\"}".to_vec(),
+                    "",
+                    "body is not valid JSON".into(),
+                ),
+                (
+                    br#"{"a":"\ud800"}"#.to_vec(),
+                    "",
+                    "body is not valid JSON".into(),
+                ),
+                (
+                    br#"{"issuedAtMs":1e400}"#.to_vec(),
+                    "",
+                    "body is not valid JSON".into(),
+                ),
+                (
+                    format!("{{\"a\":{}{}}}", "[".repeat(200), "]".repeat(200)).into_bytes(),
+                    "",
+                    "body is not valid JSON".into(),
+                ),
+            ],
         ),
+        // object
         (
-            b"{\"a\":\"\xff\"}".to_vec(),
-            "",
-            "body is not valid JSON".into(),
+            "object",
+            vec![
+                (b"[]".to_vec(), "", "body must be a JSON object".into()),
+                (b"null".to_vec(), "", "body must be a JSON object".into()),
+                (b"\"x\"".to_vec(), "", "body must be a JSON object".into()),
+                (b" 2 ".to_vec(), "", "body must be a JSON object".into()),
+            ],
         ),
+        // duplicates
         (
-            br#"{"a":"\ud800"}"#.to_vec(),
-            "",
-            "body is not valid JSON".into(),
+            "duplicates",
+            vec![
+                (
+                    br#"{"requestId":"a","requestId":"b"}"#.to_vec(),
+                    "requestId",
+                    "duplicate member requestId".into(),
+                ),
+                (
+                    br#"{"targets":[{"device":"a","device":"b"}]}"#.to_vec(),
+                    "targets[0].device",
+                    "duplicate member targets[0].device".into(),
+                ),
+            ],
         ),
+        // unknown members
         (
-            br#"{"issuedAtMs":1e400}"#.to_vec(),
-            "",
-            "body is not valid JSON".into(),
+            "unknown members",
+            vec![
+                (
+                    bytes(&with("/expectedFrontier", json!({}))),
+                    "expectedFrontier",
+                    "unknown member expectedFrontier".into(),
+                ),
+                (bytes(&with("/v", json!(1))), "v", "unknown member v".into()),
+                (
+                    bytes(&with("/a b", json!(1))),
+                    "[\"a b\"]",
+                    "unknown member [\"a b\"]".into(),
+                ),
+                (
+                    bytes(&with(&format!("/{long_name}"), json!(1))),
+                    "[\"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn…\"]",
+                    "unknown member [\"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn…\"]".into(),
+                ),
+            ],
         ),
+        // schemaVersion
         (
-            format!("{{\"a\":{}{}}}", "[".repeat(200), "]".repeat(200)).into_bytes(),
-            "",
-            "body is not valid JSON".into(),
-        ),
-        // 2. object
-        (b"[]".to_vec(), "", "body must be a JSON object".into()),
-        (b"null".to_vec(), "", "body must be a JSON object".into()),
-        (b"\"x\"".to_vec(), "", "body must be a JSON object".into()),
-        (b" 2 ".to_vec(), "", "body must be a JSON object".into()),
-        // 3. duplicates
-        (
-            br#"{"requestId":"a","requestId":"b"}"#.to_vec(),
-            "requestId",
-            "duplicate member requestId".into(),
-        ),
-        (
-            br#"{"targets":[{"device":"a","device":"b"}]}"#.to_vec(),
-            "targets[0].device",
-            "duplicate member targets[0].device".into(),
-        ),
-        // 4. unknown members
-        (
-            bytes(&with("/expectedFrontier", json!({}))),
-            "expectedFrontier",
-            "unknown member expectedFrontier".into(),
-        ),
-        (bytes(&with("/v", json!(1))), "v", "unknown member v".into()),
-        (
-            bytes(&with("/a b", json!(1))),
-            "[\"a b\"]",
-            "unknown member [\"a b\"]".into(),
-        ),
-        (
-            bytes(&with(&format!("/{long_name}"), json!(1))),
-            "[\"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn…\"]",
-            "unknown member [\"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn…\"]".into(),
-        ),
-        // 5. schemaVersion
-        (
-            bytes(&without("/schemaVersion")),
             "schemaVersion",
-            "missing member schemaVersion".into(),
-        ),
-        (
-            bytes(&with("/schemaVersion", json!(2))),
-            "schemaVersion",
-            "schemaVersion must be the string \"2\"".into(),
-        ),
-        (
-            bytes(&with("/schemaVersion", json!("1"))),
-            "schemaVersion",
-            "schemaVersion must be the string \"2\"".into(),
-        ),
-        (
-            bytes(&with("/schemaVersion", json!(null))),
-            "schemaVersion",
-            "schemaVersion must be the string \"2\"".into(),
+            vec![
+                (
+                    bytes(&without("/schemaVersion")),
+                    "schemaVersion",
+                    "missing member schemaVersion".into(),
+                ),
+                (
+                    bytes(&with("/schemaVersion", json!(2))),
+                    "schemaVersion",
+                    "schemaVersion must be the string \"2\"".into(),
+                ),
+                (
+                    bytes(&with("/schemaVersion", json!("1"))),
+                    "schemaVersion",
+                    "schemaVersion must be the string \"2\"".into(),
+                ),
+                (
+                    bytes(&with("/schemaVersion", json!(null))),
+                    "schemaVersion",
+                    "schemaVersion must be the string \"2\"".into(),
+                ),
+            ],
         ),
         // requestId
         (
-            bytes(&without("/requestId")),
             "requestId",
-            "missing member requestId".into(),
-        ),
-        (
-            bytes(&with(
-                "/requestId",
-                json!("2F0C3A8E-0D5B-4F7E-9C1A-6B2D8E4F1A3C"),
-            )),
-            "requestId",
-            "requestId must be a lowercase UUID".into(),
-        ),
-        (
-            bytes(&with(
-                "/requestId",
-                json!("2f0c3a8e0d5b4f7e9c1a6b2d8e4f1a3c"),
-            )),
-            "requestId",
-            "requestId must be a lowercase UUID".into(),
-        ),
-        (
-            bytes(&with(
-                "/requestId",
-                json!("{2f0c3a8e-0d5b-4f7e-9c1a-6b2d8e4f1a3c}"),
-            )),
-            "requestId",
-            "requestId must be a lowercase UUID".into(),
-        ),
-        (
-            bytes(&with(
-                "/requestId",
-                json!("2f0c3a8e-0d5b-4f7e-9c1a6-b2d8e4f1a3c"),
-            )),
-            "requestId",
-            "requestId must be a lowercase UUID".into(),
-        ),
-        (
-            bytes(&with("/requestId", json!(7))),
-            "requestId",
-            "requestId must be a lowercase UUID".into(),
+            vec![
+                (
+                    bytes(&without("/requestId")),
+                    "requestId",
+                    "missing member requestId".into(),
+                ),
+                (
+                    bytes(&with(
+                        "/requestId",
+                        json!("2F0C3A8E-0D5B-4F7E-9C1A-6B2D8E4F1A3C"),
+                    )),
+                    "requestId",
+                    "requestId must be a lowercase UUID".into(),
+                ),
+                (
+                    bytes(&with(
+                        "/requestId",
+                        json!("2f0c3a8e0d5b4f7e9c1a6b2d8e4f1a3c"),
+                    )),
+                    "requestId",
+                    "requestId must be a lowercase UUID".into(),
+                ),
+                (
+                    bytes(&with(
+                        "/requestId",
+                        json!("{2f0c3a8e-0d5b-4f7e-9c1a-6b2d8e4f1a3c}"),
+                    )),
+                    "requestId",
+                    "requestId must be a lowercase UUID".into(),
+                ),
+                (
+                    bytes(&with(
+                        "/requestId",
+                        json!("2f0c3a8e-0d5b-4f7e-9c1a6-b2d8e4f1a3c"),
+                    )),
+                    "requestId",
+                    "requestId must be a lowercase UUID".into(),
+                ),
+                (
+                    bytes(&with("/requestId", json!(7))),
+                    "requestId",
+                    "requestId must be a lowercase UUID".into(),
+                ),
+            ],
         ),
         // topic
         (
-            bytes(&with("/topic", json!(null))),
             "topic",
-            "topic must be a string".into(),
-        ),
-        (
-            bytes(&with("/topic", json!(["a"]))),
-            "topic",
-            "topic must be a string".into(),
-        ),
-        (
-            bytes(&with("/topic", json!(""))),
-            "topic",
-            "topic must be 1 to 255 characters without whitespace".into(),
-        ),
-        (
-            bytes(&with("/topic", json!("com.example app"))),
-            "topic",
-            "topic must be 1 to 255 characters without whitespace".into(),
-        ),
-        (
-            bytes(&with("/topic", json!("com.example\u{a0}app"))),
-            "topic",
-            "topic must be 1 to 255 characters without whitespace".into(),
-        ),
-        (
-            bytes(&with("/topic", json!("com.example\u{0}"))),
-            "topic",
-            "topic must be 1 to 255 characters without whitespace".into(),
-        ),
-        (
-            bytes(&with("/topic", json!("é".repeat(256)))),
-            "topic",
-            "topic must be 1 to 255 characters without whitespace".into(),
+            vec![
+                (
+                    bytes(&with("/topic", json!(null))),
+                    "topic",
+                    "topic must be a string".into(),
+                ),
+                (
+                    bytes(&with("/topic", json!(["a"]))),
+                    "topic",
+                    "topic must be a string".into(),
+                ),
+                (
+                    bytes(&with("/topic", json!(""))),
+                    "topic",
+                    "topic must be 1 to 255 characters without whitespace".into(),
+                ),
+                (
+                    bytes(&with("/topic", json!("com.example app"))),
+                    "topic",
+                    "topic must be 1 to 255 characters without whitespace".into(),
+                ),
+                (
+                    bytes(&with("/topic", json!("com.example\u{a0}app"))),
+                    "topic",
+                    "topic must be 1 to 255 characters without whitespace".into(),
+                ),
+                (
+                    bytes(&with("/topic", json!("com.example\u{0}"))),
+                    "topic",
+                    "topic must be 1 to 255 characters without whitespace".into(),
+                ),
+                (
+                    bytes(&with("/topic", json!("é".repeat(256)))),
+                    "topic",
+                    "topic must be 1 to 255 characters without whitespace".into(),
+                ),
+            ],
         ),
         // targets
+        (
+            "targets",
+            vec![
         (
             bytes(&without("/targets")),
             "targets",
@@ -399,342 +454,418 @@ fn every_rule_and_its_message() {
             "targets[0].flapId",
             "unknown member targets[0].flapId".into(),
         ),
+        ],
+        ),
         // device
         (
-            bytes(&without("/targets/0/device")),
-            "targets[0].device",
-            "missing member targets[0].device".into(),
-        ),
-        (
-            bytes(&with("/targets/0/device", json!("0123456789abcde"))),
-            "targets[0].device",
-            "targets[0].device must be a hex APNs device token".into(),
-        ),
-        (
-            bytes(&with("/targets/0/device", json!(hex513))),
-            "targets[0].device",
-            "targets[0].device must be a hex APNs device token".into(),
-        ),
-        (
-            bytes(&with("/targets/0/device", json!("0123456789abcdeg"))),
-            "targets[0].device",
-            "targets[0].device must be a hex APNs device token".into(),
-        ),
-        (
-            bytes(&with("/targets/0/device", json!("0123456789abcde "))),
-            "targets[0].device",
-            "targets[0].device must be a hex APNs device token".into(),
-        ),
-        (
-            bytes(&with("/targets/0/device", json!(12345678901234567u64))),
-            "targets[0].device",
-            "targets[0].device must be a hex APNs device token".into(),
-        ),
-        (
-            bytes(&with("/targets/0/device", json!(null))),
-            "targets[0].device",
-            "targets[0].device must be a hex APNs device token".into(),
+            "device",
+            vec![
+                (
+                    bytes(&without("/targets/0/device")),
+                    "targets[0].device",
+                    "missing member targets[0].device".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/device", json!("0123456789abcde"))),
+                    "targets[0].device",
+                    "targets[0].device must be a hex APNs device token".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/device", json!(hex513))),
+                    "targets[0].device",
+                    "targets[0].device must be a hex APNs device token".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/device", json!("0123456789abcdeg"))),
+                    "targets[0].device",
+                    "targets[0].device must be a hex APNs device token".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/device", json!("0123456789abcde "))),
+                    "targets[0].device",
+                    "targets[0].device must be a hex APNs device token".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/device", json!(12345678901234567u64))),
+                    "targets[0].device",
+                    "targets[0].device must be a hex APNs device token".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/device", json!(null))),
+                    "targets[0].device",
+                    "targets[0].device must be a hex APNs device token".into(),
+                ),
+            ],
         ),
         // suite
         (
-            bytes(&with("/targets/0/suite", json!(null))),
-            "targets[0].suite",
-            "targets[0].suite must be a string".into(),
-        ),
-        (
-            bytes(&with("/targets/0/suite", json!(1))),
-            "targets[0].suite",
-            "targets[0].suite must be a string".into(),
-        ),
-        (
-            bytes(&with("/targets/0/suite", json!(""))),
-            "targets[0].suite",
-            "targets[0].suite is not a valid suite identifier".into(),
-        ),
-        (
-            bytes(&with("/targets/0/suite", json!("-x"))),
-            "targets[0].suite",
-            "targets[0].suite is not a valid suite identifier".into(),
-        ),
-        (
-            bytes(&with("/targets/0/suite", json!("X25519"))),
-            "targets[0].suite",
-            "targets[0].suite is not a valid suite identifier".into(),
-        ),
-        (
-            bytes(&with("/targets/0/suite", json!("a".repeat(17)))),
-            "targets[0].suite",
-            "targets[0].suite is not a valid suite identifier".into(),
-        ),
-        (
-            bytes(&with("/targets/0/suite", json!("x_25519"))),
-            "targets[0].suite",
-            "targets[0].suite is not a valid suite identifier".into(),
+            "suite",
+            vec![
+                (
+                    bytes(&with("/targets/0/suite", json!(null))),
+                    "targets[0].suite",
+                    "targets[0].suite must be a string".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/suite", json!(1))),
+                    "targets[0].suite",
+                    "targets[0].suite must be a string".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/suite", json!(""))),
+                    "targets[0].suite",
+                    "targets[0].suite is not a valid suite identifier".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/suite", json!("-x"))),
+                    "targets[0].suite",
+                    "targets[0].suite is not a valid suite identifier".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/suite", json!("X25519"))),
+                    "targets[0].suite",
+                    "targets[0].suite is not a valid suite identifier".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/suite", json!("a".repeat(17)))),
+                    "targets[0].suite",
+                    "targets[0].suite is not a valid suite identifier".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/suite", json!("x_25519"))),
+                    "targets[0].suite",
+                    "targets[0].suite is not a valid suite identifier".into(),
+                ),
+            ],
         ),
         // ciphertext
         (
-            bytes(&without("/targets/0/ciphertext")),
-            "targets[0].ciphertext",
-            "missing member targets[0].ciphertext".into(),
-        ),
-        (
-            bytes(&with("/targets/0/ciphertext", json!(""))),
-            "targets[0].ciphertext",
-            "targets[0].ciphertext is required".into(),
-        ),
-        (
-            bytes(&with("/targets/0/ciphertext", json!(null))),
-            "targets[0].ciphertext",
-            "targets[0].ciphertext is required".into(),
-        ),
-        (
-            bytes(&with("/targets/0/ciphertext", json!(5))),
-            "targets[0].ciphertext",
-            "targets[0].ciphertext is required".into(),
-        ),
-        (
-            bytes(&with("/targets/0/ciphertext", json!(ct(3804)))),
-            "targets[0].ciphertext",
-            "targets[0].ciphertext exceeds 3800 characters".into(),
-        ),
-        (
-            bytes(&with("/targets/0/ciphertext", json!(ct(64)))),
-            "targets[0].ciphertext",
-            "targets[0].ciphertext is not a base64 sealed box".into(),
-        ),
-        (
-            bytes(&with("/targets/0/ciphertext", json!(ct(70)))),
-            "targets[0].ciphertext",
-            "targets[0].ciphertext is not a base64 sealed box".into(),
-        ),
-        (
-            bytes(&with(
-                "/targets/0/ciphertext",
-                json!(format!("{}-_==", ct(68))),
-            )),
-            "targets[0].ciphertext",
-            "targets[0].ciphertext is not a base64 sealed box".into(),
-        ),
-        (
-            bytes(&with(
-                "/targets/0/ciphertext",
-                json!(format!("{}A===", ct(68))),
-            )),
-            "targets[0].ciphertext",
-            "targets[0].ciphertext is not a base64 sealed box".into(),
-        ),
-        (
-            bytes(&with(
-                "/targets/0/ciphertext",
-                json!(format!("{} AAA", ct(68))),
-            )),
-            "targets[0].ciphertext",
-            "targets[0].ciphertext is not a base64 sealed box".into(),
+            "ciphertext",
+            vec![
+                (
+                    bytes(&without("/targets/0/ciphertext")),
+                    "targets[0].ciphertext",
+                    "missing member targets[0].ciphertext".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/ciphertext", json!(""))),
+                    "targets[0].ciphertext",
+                    "targets[0].ciphertext is required".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/ciphertext", json!(null))),
+                    "targets[0].ciphertext",
+                    "targets[0].ciphertext is required".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/ciphertext", json!(5))),
+                    "targets[0].ciphertext",
+                    "targets[0].ciphertext is required".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/ciphertext", json!(ct(3804)))),
+                    "targets[0].ciphertext",
+                    "targets[0].ciphertext exceeds 3800 characters".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/ciphertext", json!(ct(64)))),
+                    "targets[0].ciphertext",
+                    "targets[0].ciphertext is not a base64 sealed box".into(),
+                ),
+                (
+                    bytes(&with("/targets/0/ciphertext", json!(ct(70)))),
+                    "targets[0].ciphertext",
+                    "targets[0].ciphertext is not a base64 sealed box".into(),
+                ),
+                (
+                    bytes(&with(
+                        "/targets/0/ciphertext",
+                        json!(format!("{}-_==", ct(68))),
+                    )),
+                    "targets[0].ciphertext",
+                    "targets[0].ciphertext is not a base64 sealed box".into(),
+                ),
+                (
+                    bytes(&with(
+                        "/targets/0/ciphertext",
+                        json!(format!("{}A===", ct(68))),
+                    )),
+                    "targets[0].ciphertext",
+                    "targets[0].ciphertext is not a base64 sealed box".into(),
+                ),
+                (
+                    bytes(&with(
+                        "/targets/0/ciphertext",
+                        json!(format!("{} AAA", ct(68))),
+                    )),
+                    "targets[0].ciphertext",
+                    "targets[0].ciphertext is not a base64 sealed box".into(),
+                ),
+            ],
         ),
         // distinct devices (case-insensitively)
         (
-            bytes(&with(
-                "/targets",
-                json!([
-                    {"device": DEVICE2, "ciphertext": ct(68)},
-                    {"device": DEVICE, "ciphertext": ct(68)},
-                    {"device": DEVICE.to_ascii_lowercase(), "ciphertext": ct(72)},
-                ]),
-            )),
-            "targets[2].device",
-            "targets must name distinct devices: targets[2].device repeats targets[1].device"
-                .into(),
+            "distinct devices (case-insensitively)",
+            vec![(
+                bytes(&with(
+                    "/targets",
+                    json!([
+                        {"device": DEVICE2, "ciphertext": ct(68)},
+                        {"device": DEVICE, "ciphertext": ct(68)},
+                        {"device": DEVICE.to_ascii_lowercase(), "ciphertext": ct(72)},
+                    ]),
+                )),
+                "targets[2].device",
+                "targets must name distinct devices: targets[2].device repeats targets[1].device"
+                    .into(),
+            )],
         ),
         // collapseId
         (
-            bytes(&without("/collapseId")),
             "collapseId",
-            "missing member collapseId".into(),
-        ),
-        (
-            bytes(&with(
-                "/collapseId",
-                json!("93BC5D02DC2A24B5365347573B6F5115"),
-            )),
-            "collapseId",
-            "collapseId must be 32 lowercase hex characters".into(),
-        ),
-        (
-            bytes(&with(
-                "/collapseId",
-                json!("93bc5d02dc2a24b5365347573b6f511"),
-            )),
-            "collapseId",
-            "collapseId must be 32 lowercase hex characters".into(),
-        ),
-        (
-            bytes(&with("/collapseId", json!(null))),
-            "collapseId",
-            "collapseId must be 32 lowercase hex characters".into(),
+            vec![
+                (
+                    bytes(&without("/collapseId")),
+                    "collapseId",
+                    "missing member collapseId".into(),
+                ),
+                (
+                    bytes(&with(
+                        "/collapseId",
+                        json!("93BC5D02DC2A24B5365347573B6F5115"),
+                    )),
+                    "collapseId",
+                    "collapseId must be 32 lowercase hex characters".into(),
+                ),
+                (
+                    bytes(&with(
+                        "/collapseId",
+                        json!("93bc5d02dc2a24b5365347573b6f511"),
+                    )),
+                    "collapseId",
+                    "collapseId must be 32 lowercase hex characters".into(),
+                ),
+                (
+                    bytes(&with("/collapseId", json!(null))),
+                    "collapseId",
+                    "collapseId must be 32 lowercase hex characters".into(),
+                ),
+            ],
         ),
         // flapId
         (
-            bytes(&with("/flapId", json!(null))),
             "flapId",
-            "flapId must be 32 lowercase hex characters".into(),
-        ),
-        (
-            bytes(&with("/flapId", json!("0123456789ABCDEF0123456789ABCDEF"))),
-            "flapId",
-            "flapId must be 32 lowercase hex characters".into(),
-        ),
-        (
-            bytes(&with("/flapId", json!(""))),
-            "flapId",
-            "flapId must be 32 lowercase hex characters".into(),
+            vec![
+                (
+                    bytes(&with("/flapId", json!(null))),
+                    "flapId",
+                    "flapId must be 32 lowercase hex characters".into(),
+                ),
+                (
+                    bytes(&with("/flapId", json!("0123456789ABCDEF0123456789ABCDEF"))),
+                    "flapId",
+                    "flapId must be 32 lowercase hex characters".into(),
+                ),
+                (
+                    bytes(&with("/flapId", json!(""))),
+                    "flapId",
+                    "flapId must be 32 lowercase hex characters".into(),
+                ),
+            ],
         ),
         // priority
         (
-            bytes(&without("/priority")),
             "priority",
-            "missing member priority".into(),
-        ),
-        (
-            bytes(&with("/priority", json!("high"))),
-            "priority",
-            "priority must be \"time-sensitive\" or \"passive\"".into(),
-        ),
-        (
-            bytes(&with("/priority", json!("Passive"))),
-            "priority",
-            "priority must be \"time-sensitive\" or \"passive\"".into(),
-        ),
-        (
-            bytes(&with("/priority", json!(10))),
-            "priority",
-            "priority must be \"time-sensitive\" or \"passive\"".into(),
+            vec![
+                (
+                    bytes(&without("/priority")),
+                    "priority",
+                    "missing member priority".into(),
+                ),
+                (
+                    bytes(&with("/priority", json!("high"))),
+                    "priority",
+                    "priority must be \"time-sensitive\" or \"passive\"".into(),
+                ),
+                (
+                    bytes(&with("/priority", json!("Passive"))),
+                    "priority",
+                    "priority must be \"time-sensitive\" or \"passive\"".into(),
+                ),
+                (
+                    bytes(&with("/priority", json!(10))),
+                    "priority",
+                    "priority must be \"time-sensitive\" or \"passive\"".into(),
+                ),
+            ],
         ),
         // event
         (
-            bytes(&without("/event")),
             "event",
-            "missing member event".into(),
-        ),
-        (
-            bytes(&with("/event", json!("false"))),
-            "event",
-            "event must be a boolean".into(),
-        ),
-        (
-            bytes(&with("/event", json!(0))),
-            "event",
-            "event must be a boolean".into(),
-        ),
-        (
-            bytes(&with("/event", json!(null))),
-            "event",
-            "event must be a boolean".into(),
+            vec![
+                (
+                    bytes(&without("/event")),
+                    "event",
+                    "missing member event".into(),
+                ),
+                (
+                    bytes(&with("/event", json!("false"))),
+                    "event",
+                    "event must be a boolean".into(),
+                ),
+                (
+                    bytes(&with("/event", json!(0))),
+                    "event",
+                    "event must be a boolean".into(),
+                ),
+                (
+                    bytes(&with("/event", json!(null))),
+                    "event",
+                    "event must be a boolean".into(),
+                ),
+            ],
         ),
         // issuedAtMs
         (
-            bytes(&without("/issuedAtMs")),
             "issuedAtMs",
-            "missing member issuedAtMs".into(),
-        ),
-        (
-            bytes(&with("/issuedAtMs", json!(-1))),
-            "issuedAtMs",
-            "issuedAtMs must be an integer from 0 to 9007199254740992".into(),
-        ),
-        (
-            bytes(&with("/issuedAtMs", json!(1.5))),
-            "issuedAtMs",
-            "issuedAtMs must be an integer from 0 to 9007199254740992".into(),
-        ),
-        (
-            bytes(&with("/issuedAtMs", json!("1767225600000"))),
-            "issuedAtMs",
-            "issuedAtMs must be an integer from 0 to 9007199254740992".into(),
-        ),
-        (
-            bytes(&with("/issuedAtMs", json!((1u64 << 53) + 1))),
-            "issuedAtMs",
-            "issuedAtMs must be an integer from 0 to 9007199254740992".into(),
-        ),
-        (
-            bytes(&with("/issuedAtMs", json!(null))),
-            "issuedAtMs",
-            "issuedAtMs must be an integer from 0 to 9007199254740992".into(),
+            vec![
+                (
+                    bytes(&without("/issuedAtMs")),
+                    "issuedAtMs",
+                    "missing member issuedAtMs".into(),
+                ),
+                (
+                    bytes(&with("/issuedAtMs", json!(-1))),
+                    "issuedAtMs",
+                    "issuedAtMs must be an integer from 0 to 9007199254740992".into(),
+                ),
+                (
+                    bytes(&with("/issuedAtMs", json!(1.5))),
+                    "issuedAtMs",
+                    "issuedAtMs must be an integer from 0 to 9007199254740992".into(),
+                ),
+                (
+                    bytes(&with("/issuedAtMs", json!("1767225600000"))),
+                    "issuedAtMs",
+                    "issuedAtMs must be an integer from 0 to 9007199254740992".into(),
+                ),
+                (
+                    bytes(&with("/issuedAtMs", json!((1u64 << 53) + 1))),
+                    "issuedAtMs",
+                    "issuedAtMs must be an integer from 0 to 9007199254740992".into(),
+                ),
+                (
+                    bytes(&with("/issuedAtMs", json!(null))),
+                    "issuedAtMs",
+                    "issuedAtMs must be an integer from 0 to 9007199254740992".into(),
+                ),
+            ],
         ),
         // signerKeyId
         (
-            bytes(&without("/signerKeyId")),
             "signerKeyId",
-            "missing member signerKeyId".into(),
-        ),
-        (
-            bytes(&with("/signerKeyId", json!("ed25519:"))),
-            "signerKeyId",
-            "signerKeyId must be \"ed25519:\" and 1 to 64 of [A-Za-z0-9._-]".into(),
-        ),
-        (
-            bytes(&with(
-                "/signerKeyId",
-                json!(format!("ed25519:{}", "a".repeat(65))),
-            )),
-            "signerKeyId",
-            "signerKeyId must be \"ed25519:\" and 1 to 64 of [A-Za-z0-9._-]".into(),
-        ),
-        (
-            bytes(&with("/signerKeyId", json!("ops-eu-1"))),
-            "signerKeyId",
-            "signerKeyId must be \"ed25519:\" and 1 to 64 of [A-Za-z0-9._-]".into(),
-        ),
-        (
-            bytes(&with("/signerKeyId", json!("Ed25519:ops"))),
-            "signerKeyId",
-            "signerKeyId must be \"ed25519:\" and 1 to 64 of [A-Za-z0-9._-]".into(),
-        ),
-        (
-            bytes(&with("/signerKeyId", json!("ed25519:ops/eu"))),
-            "signerKeyId",
-            "signerKeyId must be \"ed25519:\" and 1 to 64 of [A-Za-z0-9._-]".into(),
-        ),
-        (
-            bytes(&with("/signerKeyId", json!("ed25519:ops eu"))),
-            "signerKeyId",
-            "signerKeyId must be \"ed25519:\" and 1 to 64 of [A-Za-z0-9._-]".into(),
-        ),
-        (
-            bytes(&with("/signerKeyId", json!(1))),
-            "signerKeyId",
-            "signerKeyId must be \"ed25519:\" and 1 to 64 of [A-Za-z0-9._-]".into(),
+            vec![
+                (
+                    bytes(&without("/signerKeyId")),
+                    "signerKeyId",
+                    "missing member signerKeyId".into(),
+                ),
+                (
+                    bytes(&with("/signerKeyId", json!("ed25519:"))),
+                    "signerKeyId",
+                    "signerKeyId must be \"ed25519:\" and 1 to 64 of [A-Za-z0-9._-]".into(),
+                ),
+                (
+                    bytes(&with(
+                        "/signerKeyId",
+                        json!(format!("ed25519:{}", "a".repeat(65))),
+                    )),
+                    "signerKeyId",
+                    "signerKeyId must be \"ed25519:\" and 1 to 64 of [A-Za-z0-9._-]".into(),
+                ),
+                (
+                    bytes(&with("/signerKeyId", json!("ops-eu-1"))),
+                    "signerKeyId",
+                    "signerKeyId must be \"ed25519:\" and 1 to 64 of [A-Za-z0-9._-]".into(),
+                ),
+                (
+                    bytes(&with("/signerKeyId", json!("Ed25519:ops"))),
+                    "signerKeyId",
+                    "signerKeyId must be \"ed25519:\" and 1 to 64 of [A-Za-z0-9._-]".into(),
+                ),
+                (
+                    bytes(&with("/signerKeyId", json!("ed25519:ops/eu"))),
+                    "signerKeyId",
+                    "signerKeyId must be \"ed25519:\" and 1 to 64 of [A-Za-z0-9._-]".into(),
+                ),
+                (
+                    bytes(&with("/signerKeyId", json!("ed25519:ops eu"))),
+                    "signerKeyId",
+                    "signerKeyId must be \"ed25519:\" and 1 to 64 of [A-Za-z0-9._-]".into(),
+                ),
+                (
+                    bytes(&with("/signerKeyId", json!(1))),
+                    "signerKeyId",
+                    "signerKeyId must be \"ed25519:\" and 1 to 64 of [A-Za-z0-9._-]".into(),
+                ),
+            ],
         ),
         // signature (its content is the signature check's business)
         (
-            bytes(&without("/signature")),
             "signature",
-            "missing member signature".into(),
-        ),
-        (
-            bytes(&with("/signature", json!(null))),
-            "signature",
-            "signature must be a string".into(),
-        ),
-        (
-            bytes(&with("/signature", json!([1]))),
-            "signature",
-            "signature must be a string".into(),
+            vec![
+                (
+                    bytes(&without("/signature")),
+                    "signature",
+                    "missing member signature".into(),
+                ),
+                (
+                    bytes(&with("/signature", json!(null))),
+                    "signature",
+                    "signature must be a string".into(),
+                ),
+                (
+                    bytes(&with("/signature", json!([1]))),
+                    "signature",
+                    "signature must be a string".into(),
+                ),
+            ],
         ),
     ];
-    for (body, path, message) in &cases {
-        let (p, m) = err_of(body);
+    // One named row per case: its rule's group and its place in it.
+    let cases: Vec<Case> = groups
+        .into_iter()
+        .flat_map(|(group, rows)| {
+            rows.into_iter()
+                .enumerate()
+                .map(move |(i, (body, path, message))| Case {
+                    name: format!("{group} #{}", i + 1),
+                    body,
+                    path,
+                    message,
+                })
+        })
+        .collect();
+    for c in &cases {
+        let (p, m) = err_of(&c.body);
         assert_eq!(
             (p.as_str(), m.as_str()),
-            (*path, message.as_str()),
-            "body: {}",
-            String::from_utf8_lossy(&body[..body.len().min(200)])
+            (c.path, c.message.as_str()),
+            "case {}, body: {}",
+            c.name,
+            String::from_utf8_lossy(&c.body[..c.body.len().min(200)])
         );
-        let e = parse(body).unwrap_err();
-        assert_eq!(e.code(), "invalid_request");
-        assert_eq!(e.status(), 400);
-        assert!(e.message().contains(e.path()));
-        assert!(e.message().len() <= 200, "{}", e.message());
+        let e = parse(&c.body).unwrap_err();
+        // As the push handler answers it.
+        let answer = ApiError::invalid(e.message());
+        assert_eq!(
+            (answer.code, answer.status.as_u16()),
+            ("invalid_request", 400),
+            "case {}",
+            c.name
+        );
+        assert!(e.message().contains(e.path()), "case {}", c.name);
+        assert!(e.message().len() <= 200, "case {}: {}", c.name, e.message());
     }
     assert!(cases.len() > 100, "{}", cases.len());
 }
@@ -1208,9 +1339,10 @@ proptest! {
         prop_assert_eq!(first.canonical_hash(), crate_canonical::payload_hash(first.signing_bytes()));
         // The typed view agrees with the JSON.
         prop_assert_eq!(first.targets().len(), v["targets"].as_array().unwrap().len());
-        for (t, raw) in first.targets().iter().zip(v["targets"].as_array().unwrap()) {
-            prop_assert_eq!(t.device(), raw["device"].as_str().unwrap().to_ascii_lowercase());
-            prop_assert_eq!(t.ciphertext(), raw["ciphertext"].as_str().unwrap());
+        for (i, raw) in v["targets"].as_array().unwrap().iter().enumerate() {
+            let a = first.alert(i);
+            prop_assert_eq!(a.device.expose(), raw["device"].as_str().unwrap().to_ascii_lowercase());
+            prop_assert_eq!(a.ciphertext.as_str(), raw["ciphertext"].as_str().unwrap());
         }
     }
 

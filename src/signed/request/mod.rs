@@ -98,9 +98,6 @@ pub const SCHEMA_VERSION: &str = "2";
 /// At most this many targets in one request.
 pub const MAX_TARGETS: usize = 100;
 
-#[cfg(test)]
-pub(crate) use crate::delivery::alert::DEFAULT_MAX_CIPHERTEXT_CHARS;
-
 /// The largest `issuedAtMs` (2^53, the last integer every JSON reader holds exactly).
 pub const MAX_ISSUED_AT_MS: u64 = 1 << 53;
 
@@ -134,10 +131,6 @@ pub struct RequestError {
 }
 
 impl RequestError {
-    #[cfg(test)]
-    /// The error code for the envelope.
-    pub const CODE: &'static str = "invalid_request";
-
     fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             path: path.into(),
@@ -159,18 +152,6 @@ impl RequestError {
     pub fn message(&self) -> &str {
         &self.message
     }
-
-    #[cfg(test)]
-    /// `invalid_request`.
-    pub fn code(&self) -> &'static str {
-        Self::CODE
-    }
-
-    #[cfg(test)]
-    /// 400.
-    pub fn status(&self) -> u16 {
-        400
-    }
 }
 
 /// One validated target.
@@ -185,24 +166,6 @@ pub struct Target {
 }
 
 impl Target {
-    #[cfg(test)]
-    /// The device token, lowercase hex (for the APNs request path only).
-    pub fn device(&self) -> &str {
-        self.device.expose()
-    }
-
-    #[cfg(test)]
-    /// The sealing suite (`x25519` unless the target names another).
-    pub fn suite(&self) -> &str {
-        &self.suite
-    }
-
-    #[cfg(test)]
-    /// The sealed alert, standard base64, never decoded or logged.
-    pub fn ciphertext(&self) -> &str {
-        &self.ciphertext
-    }
-
     /// The first 16 hex characters of SHA-256 of the token: how a receipt names the target.
     pub fn receipt_key(&self) -> String {
         self.device.hash16()
@@ -284,24 +247,6 @@ impl SignedPush {
         &self.targets
     }
 
-    #[cfg(test)]
-    /// `collapseId`: 32 lowercase hex.
-    pub fn collapse_id(&self) -> &str {
-        self.collapse_id.as_str()
-    }
-
-    #[cfg(test)]
-    /// `flapId` when sent.
-    pub fn flap_id(&self) -> Option<&str> {
-        self.flap_id.as_ref().map(Id32::as_str)
-    }
-
-    #[cfg(test)]
-    /// The key flap suppression counts under: `flapId` when sent, else `collapseId`.
-    pub fn flap_key(&self) -> &str {
-        self.flap_id().unwrap_or(self.collapse_id.as_str())
-    }
-
     /// Target `i` as the alert the delivery core takes (each target follows v1's rules).
     pub fn alert(&self, i: usize) -> Alert {
         let t = &self.targets[i];
@@ -314,18 +259,6 @@ impl SignedPush {
             priority: self.priority,
             event: self.event,
         }
-    }
-
-    #[cfg(test)]
-    /// `priority`.
-    pub fn priority(&self) -> Priority {
-        self.priority
-    }
-
-    #[cfg(test)]
-    /// `event`.
-    pub fn event(&self) -> bool {
-        self.event
     }
 
     /// `issuedAtMs`, milliseconds since the Unix epoch, at most 2^53.
@@ -755,5 +688,4 @@ fn validate(mut object: Map<String, Value>, cap: usize) -> Result<SignedPush, Re
 }
 
 #[cfg(test)]
-#[path = "request_tests.rs"]
 mod tests;

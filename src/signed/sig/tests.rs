@@ -1,4 +1,4 @@
-//! Tests for `sig.rs`: signatures, keys and key files, the read `Authorization` header,
+//! Tests for `signed::sig`: signatures, keys and key files, the read `Authorization` header,
 //! freshness.
 
 use super::*;
@@ -7,7 +7,9 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::super::request::{SignedPush, DEFAULT_MAX_CIPHERTEXT_CHARS};
+use super::super::error::ApiError;
+use super::super::request::SignedPush;
+use crate::delivery::alert::DEFAULT_MAX_CIPHERTEXT_CHARS;
 
 fn request() -> Map<String, Value> {
     json!({
@@ -151,9 +153,17 @@ fn malformed_signatures_are_bad_signature() {
         let push = SignedPush::parse(&body, DEFAULT_MAX_CIPHERTEXT_CHARS).expect("schema-valid");
         let e = verify_push(&key.public_key(), &push).unwrap_err();
         assert_eq!(e, SigError::Malformed);
-        assert_eq!((e.code(), e.status()), ("bad_signature", 401));
+        let answer = ApiError::from(e);
+        assert_eq!(
+            (answer.code, answer.status.as_u16()),
+            ("bad_signature", 401)
+        );
     }
-    assert_eq!(SigError::Mismatch.code(), "bad_signature");
+    let answer = ApiError::from(SigError::Mismatch);
+    assert_eq!(
+        (answer.code, answer.status.as_u16()),
+        ("bad_signature", 401)
+    );
 }
 
 #[test]
@@ -465,7 +475,7 @@ fn signed_read_round_trip() {
     let auth = parse_str(&value).unwrap();
     assert_eq!(auth.key_id(), "ed25519:ops-eu-1");
     assert_eq!(auth.ts_ms(), 1767225600000);
-    assert_eq!(auth.sig().len(), 86);
+    assert_eq!(auth.sig.len(), 86);
     auth.verify(&key.public_key(), "GET", path).unwrap();
     assert_eq!(
         read_signing_message("GET", path, 1767225600000),
@@ -508,7 +518,7 @@ fn signed_read_round_trip() {
         Err(SigError::Malformed)
     );
     // Parameters in any order, spaces around commas.
-    let sig = auth.sig().to_owned();
+    let sig = auth.sig.clone();
     for v in [
         format!("Signature sig=\"{sig}\",ts=\"1767225600000\",keyId=\"ed25519:ops-eu-1\""),
         format!("Signature ts=\"1767225600000\", sig=\"{sig}\" ,\tkeyId=\"ed25519:ops-eu-1\""),
@@ -698,7 +708,9 @@ fn authorization_header_cases() {
     for (value, reason) in &cases {
         let e = parse_str(value).unwrap_err();
         assert_eq!(e, AuthError::Malformed(reason), "{value:?}");
-        assert_eq!((e.code(), e.status()), ("unauthorized", 401));
+        // As the read handler answers it.
+        let answer = ApiError::unauthorized(e.to_string());
+        assert_eq!((answer.code, answer.status.as_u16()), ("unauthorized", 401));
     }
     assert_eq!(
         ReadAuthorization::parse(Some(
@@ -739,9 +751,14 @@ fn freshness_window_bounds_are_inclusive() {
     assert_eq!(check_fresh(u64::MAX, u64::MAX), Ok(()));
     assert_eq!(check_fresh(u64::MAX, u64::MAX - 30_000), Ok(()));
     assert_eq!(check_fresh(u64::MAX, 0), Err(StaleError::TooNew));
-    let e = StaleError::TooOld;
-    assert_eq!((e.code(), e.status()), ("stale_request", 422));
-    assert_eq!(FRESHNESS_WINDOW_S, 330);
+    // Either end answers as the handlers answer it.
+    let answer = ApiError::stale("ts");
+    assert_eq!(
+        (answer.code, answer.status.as_u16()),
+        ("stale_request", 422)
+    );
+    // The whole window, in seconds (`RELAY_RECEIPT_TTL_S` must not be less).
+    assert_eq!((FRESH_BEFORE_MS + FRESH_AFTER_MS) / 1000, 330);
 }
 
 proptest! {
@@ -758,7 +775,7 @@ proptest! {
             // Whatever parses has the three parameters with their shapes.
             prop_assert!(is_valid_key_id(auth.key_id()));
             prop_assert!(auth.ts_ms() <= 1 << 53);
-            prop_assert!(!auth.sig().is_empty());
+            prop_assert!(!auth.sig.is_empty());
         }
     }
 
