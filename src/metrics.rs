@@ -81,6 +81,8 @@ families! {
             "Retry-queue attempts by result.";
         RETRY_UNOPENABLE = "sealrelay_retry_unopenable_total", counter,
             "Queued notifications that could not be opened (sealed under another key) and were moved aside.";
+        STORE_DECODE_ERRORS = "sealrelay_store_decode_errors_total", counter,
+            "Stored or published data this version could not read, by kind: counted instead of read as a default.";
         FANOUT_LAGGED = "sealrelay_fanout_lagged_total", counter,
             "Fan-out messages lost by subscribers that fell behind.";
         FANOUT_DELAY = "sealrelay_fanout_delay_seconds", histogram(Seconds),
@@ -372,6 +374,18 @@ pub fn retry_attempt(result: &'static str) {
 /// Queued items that could not be opened.
 pub fn retry_unopenable(n: u64) {
     counter!(RETRY_UNOPENABLE).increment(n);
+}
+
+/// Registers at zero the decode failures the store counts, one series per `kind` it owns.
+pub fn register_store_decode_errors(kinds: &[&'static str]) {
+    for kind in kinds {
+        counter!(STORE_DECODE_ERRORS, "kind" => *kind).absolute(0);
+    }
+}
+
+/// Stored or published data of `kind` could not be read.
+pub fn store_decode_error(kind: &'static str) {
+    counter!(STORE_DECODE_ERRORS, "kind" => kind).increment(1);
 }
 
 /// A subscriber lost `n` fan-out messages.

@@ -211,7 +211,8 @@ async fn enroll(
     let e = enrolment(&body)?;
     let (signer, how) = api
         .store
-        .signer_enroll(&id, &e.public_key, &e.topics, api.clock.now_ms())
+        .signers()
+        .enroll(&id, &e.public_key, &e.topics, api.clock.now_ms())
         .await
         .map_err(|e| unavailable(&e))?;
     api.signers.invalidate(&id);
@@ -224,7 +225,12 @@ async fn enroll(
 }
 
 async fn list(State(api): State<Arc<AdminApi>>) -> Result<Response, ApiError> {
-    let signers = api.store.signer_list().await.map_err(|e| unavailable(&e))?;
+    let signers = api
+        .store
+        .signers()
+        .list()
+        .await
+        .map_err(|e| unavailable(&e))?;
     let list: Vec<Value> = signers.iter().map(render).collect();
     Ok(json(StatusCode::OK, &json!({ "signers": list })))
 }
@@ -236,7 +242,8 @@ async fn revoke(
     key_id(&id)?;
     let signer = api
         .store
-        .signer_revoke(&id, api.clock.now_ms())
+        .signers()
+        .revoke(&id, api.clock.now_ms())
         .await
         .map_err(|e| unavailable(&e))?
         .ok_or_else(|| ApiError::not_found("no such signer"))?;
@@ -252,7 +259,8 @@ async fn receipt(
     let now = api.clock.now_ms();
     let r = api
         .store
-        .receipt_get(&id, now)
+        .receipts()
+        .get(&id, now)
         .await
         .map_err(|e| unavailable(&e).with_push(&id))?
         .ok_or_else(|| ApiError::not_found("no such push").with_push(&id))?;

@@ -125,7 +125,7 @@ async fn readyz(State(s): State<Probes>) -> Response {
 }
 
 async fn metrics_text(State(s): State<Probes>) -> Response {
-    crate::metrics::memory_devices(s.store.in_process().len());
+    crate::metrics::memory_devices(s.store.policy().in_process().len());
     let mut resp = crate::metrics::render(&s.metrics).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -145,7 +145,8 @@ pub struct App {
 impl App {
     /// Builds the relay from a validated configuration.
     pub fn build(cfg: Config, clock: Clock) -> anyhow::Result<Self> {
-        crate::metrics::register_known(crate::v1::answer::LABELS, crate::store::OPS);
+        crate::metrics::register_known(crate::v1::answer::LABELS, &crate::store::StoreOp::LABELS);
+        crate::metrics::register_store_decode_errors(&crate::store::DecodeKind::LABELS);
         crate::metrics::register_front_ends(
             crate::store::receipts::STATES.iter().map(|s| s.as_str()),
             transport::Transport::ALL.map(transport::Transport::label),
@@ -330,9 +331,9 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
             loop {
                 tokio::select! {
                     _ = tick.tick() => {
-                        store.in_process().sweep(clock.now_ms());
-                        store.sweep_receipts(clock.now_ms());
-                        store.sweep_mailboxes(clock.now_ms());
+                        store.policy().in_process().sweep(clock.now_ms());
+                        store.receipts().sweep(clock.now_ms());
+                        store.mailboxes().sweep(clock.now_ms());
                         v1.sweep();
                         store.fanout().prune().await;
                     }

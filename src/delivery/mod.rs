@@ -244,6 +244,7 @@ impl Delivery {
         );
         let admitted = self
             .store
+            .policy()
             .admit(&alert.device, collapse, flap_key, now_ms)
             .instrument(admission_span.clone())
             .await;
@@ -331,7 +332,6 @@ impl Delivery {
         env: Environment,
         ctx: &Context,
     ) -> Result<(), crate::store::StoreError> {
-        let (at, kind, prev) = Pending::ticket_fields(ticket);
         let item = Pending {
             id: m.id.clone(),
             device: alert.device.expose().to_owned(),
@@ -340,19 +340,19 @@ impl Delivery {
             priority: stored_priority(m.priority),
             expiration_s: m.expiration_s,
             body: String::from_utf8_lossy(&push.render(m)).into_owned(),
-            env: env.code().to_owned(),
+            env,
             attempts: 1,
-            ticket_at_ms: at,
-            ticket_kind: kind,
-            ticket_prev_ms: prev,
+            ticket: *ticket,
             topic: ctx.topic.clone(),
             receipt: ctx.receipt.clone(),
         };
         let now = self.clock.now_ms();
         self.store
+            .policy()
             .hold(&alert.device, &item.collapse_id, item.expires_ms(), now)
             .await?;
         self.store
+            .queue()
             .enqueue(&item, now + backoff_ms(1, random_u32()), now)
             .await
     }
@@ -410,7 +410,9 @@ impl Delivery {
             let left = deadline.saturating_duration_since(Instant::now());
             let remembered = tokio::time::timeout(
                 left.max(Duration::from_millis(1)),
-                self.store.remember_env(device, second, self.clock.now_ms()),
+                self.store
+                    .policy()
+                    .remember_env(device, second, self.clock.now_ms()),
             )
             .await;
             if !matches!(remembered, Ok(Ok(()))) {
@@ -428,6 +430,7 @@ impl Delivery {
     async fn rollback(&self, device: &DeviceToken, collapse: &str, flap_key: &str, t: &Ticket) {
         if let Err(e) = self
             .store
+            .policy()
             .rollback(device, collapse, flap_key, t, self.clock.now_ms())
             .await
         {
@@ -459,6 +462,7 @@ impl Delivery {
             }
             if let Err(e) = self
                 .store
+                .policy()
                 .bury(device, reason, self.clock.now_ms(), ttl)
                 .await
             {

@@ -16,7 +16,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
 
 use super::{Attempt, Delivery, Outcome, Sender};
-use crate::device::{DeviceToken, Environment};
+use crate::device::DeviceToken;
 use crate::metrics;
 use crate::push::{Kind, Notification, Payload, VerdictClass};
 use crate::secret::Secret;
@@ -55,8 +55,8 @@ impl Delivery {
             if *stop.borrow() {
                 break;
             }
-            if self.store.take_recovered() {
-                self.store.flush_local_queue(self.clock.now_ms()).await;
+            if self.store.queue().take_recovered() {
+                self.store.queue().flush_local(self.clock.now_ms()).await;
             }
             let free = slots.available_permits().min(BATCH);
             let now = self.clock.now_ms();
@@ -64,6 +64,7 @@ impl Delivery {
                 Vec::new()
             } else {
                 self.store
+                    .queue()
                     .claim(now, now + self.settings.retry_lease_ms, free)
                     .await
             };
@@ -89,8 +90,8 @@ impl Delivery {
                 }
             }
         }
-        let moved = self.store.flush_local_queue(self.clock.now_ms()).await;
-        let left = self.store.local_queue_len();
+        let moved = self.store.queue().flush_local(self.clock.now_ms()).await;
+        let left = self.store.queue().local_len();
         if left > 0 {
             tracing::warn!(moved, left, "stopping with notifications queued in process only; they are lost with this replica");
         }
@@ -101,7 +102,7 @@ impl Delivery {
     async fn report_queue(&self) {
         let now = self.clock.now_ms();
         let age = |oldest: Option<i64>| oldest.map_or(0.0, |o| (now - o).max(0) as f64 / 1000.0);
-        let stats = self.store.queue_stats().await;
+        let stats = self.store.queue().stats().await;
         metrics::retry_queue("local", stats.local.0, age(stats.local.1));
         if let Some(Ok(s)) = stats.shared {
             metrics::retry_queue("shared", s.depth, age(s.oldest_accepted_ms));
@@ -115,7 +116,7 @@ impl Delivery {
         };
         let mut item = lease.claimed.item.clone();
         let Some(device) = DeviceToken::parse(&item.device) else {
-            let _ = self.store.ack(&lease).await;
+            let _ = self.store.queue().ack(&lease).await;
             return;
         };
         let now = self.clock.now_ms();
@@ -132,20 +133,20 @@ impl Delivery {
             expiration_s: item.expiration_s,
             payload: Payload::Rendered(bytes::Bytes::from(item.body.clone())),
         };
-        let first = Environment::from_code(&item.env).unwrap_or(Environment::Production);
+        let first = item.env;
         let deadline =
             Instant::now() + Duration::from_millis((self.settings.retry_lease_ms / 2) as u64);
         let attempt: Attempt = self
             .deliver(&**push, &device, &m, first, Some(first), deadline)
             .await;
         item.attempts += 1;
-        item.env = attempt.env.code().to_owned();
+        item.env = attempt.env;
         let now = self.clock.now_ms();
         match attempt.verdict.class() {
             VerdictClass::Delivered => {
                 metrics::retry_attempt("delivered");
                 tracing::info!(device = %device.hash8(), attempts = item.attempts, "queued notification delivered");
-                match self.store.ack(&lease).await {
+                match self.store.queue().ack(&lease).await {
                     Ok(Fenced::Done) => {}
                     Ok(Fenced::Stale) => {
                         tracing::warn!(device = %device.hash8(), "delivered a notification whose claim had passed to another replica; it may be delivered twice (same apns-id and collapse id)")
@@ -154,7 +155,12 @@ impl Delivery {
                         tracing::warn!(error = %e, "could not remove a delivered item from the retry queue")
                     }
                 }
-                if let Err(e) = self.store.release(&device, &item.collapse_id, now).await {
+                if let Err(e) = self
+                    .store
+                    .policy()
+                    .release(&device, &item.collapse_id, now)
+                    .await
+                {
                     tracing::warn!(error = %e, "could not release a delivered alert");
                 }
                 self.report(&item, &Outcome::Forwarded).await;
@@ -165,7 +171,7 @@ impl Delivery {
                     return self.expire(&device, &lease).await;
                 }
                 metrics::retry_attempt("retry");
-                match self.store.reschedule(&lease, &item, due, now).await {
+                match self.store.queue().reschedule(&lease, &item, due, now).await {
                     Ok(Fenced::Done) => {}
                     Ok(Fenced::Stale) => {
                         tracing::info!(device = %device.hash8(), "a retry's claim passed to another replica; leaving the item to it")
@@ -178,7 +184,7 @@ impl Delivery {
             _ => {
                 metrics::retry_attempt("failed");
                 tracing::warn!(device = %device.hash8(), reason = attempt.verdict.reason_label(), "queued notification refused by APNs");
-                if let Ok(Fenced::Done) = self.store.ack(&lease).await {
+                if let Ok(Fenced::Done) = self.store.queue().ack(&lease).await {
                     self.settle_refusal(
                         &device,
                         &item.collapse_id,
@@ -197,7 +203,7 @@ impl Delivery {
     /// (only as the claim's owner, so a stale claimer cannot undo another's delivery).
     async fn expire(&self, device: &DeviceToken, lease: &Lease) {
         let item: &Pending = &lease.claimed.item;
-        if let Ok(Fenced::Done) = self.store.ack(lease).await {
+        if let Ok(Fenced::Done) = self.store.queue().ack(lease).await {
             metrics::retry_attempt("expired");
             tracing::warn!(device = %device.hash8(), attempts = item.attempts, "queued notification expired undelivered");
             self.rollback(device, &item.collapse_id, &item.flap_key, &item.ticket())
@@ -226,7 +232,8 @@ impl Delivery {
         };
         let r = self
             .store
-            .receipt_update(
+            .receipts()
+            .update(
                 push_id,
                 &[update],
                 self.clock.now_ms(),

@@ -141,12 +141,12 @@ async fn a_retry_goes_to_the_environment_the_last_attempt_ended_on() {
     assert_eq!(d.handle(&alert(1)).await, Outcome::Queued);
     clock.advance_ms(1_000);
     let now = clock.now_ms();
-    let mut leases = store.claim(now, now + 30_000, 10).await;
+    let mut leases = store.queue().claim(now, now + 30_000, 10).await;
     assert_eq!(leases.len(), 1);
-    assert_eq!(leases[0].claimed.item.env, "s");
+    assert_eq!(leases[0].claimed.item.env, Environment::Sandbox);
     d.retry(leases.remove(0)).await;
     assert_eq!(push.calls(), vec![P, S, S]);
-    assert_eq!(store.local_queue_len(), 0, "delivered and acknowledged");
+    assert_eq!(store.queue().local_len(), 0, "delivered and acknowledged");
 }
 
 /// One deadline, half the lease, bounds a whole retry attempt: a first environment that
@@ -168,7 +168,7 @@ async fn one_deadline_bounds_a_retry_attempt_across_both_environments() {
     assert_eq!(d.handle(&alert(2)).await, Outcome::Queued);
     clock.advance_ms(1_000);
     let now = clock.now_ms();
-    let lease = store.claim(now, now + lease_ms, 10).await.remove(0);
+    let lease = store.queue().claim(now, now + lease_ms, 10).await.remove(0);
     let started = tokio::time::Instant::now();
     d.retry(lease).await;
     let took = started.elapsed();
@@ -180,10 +180,10 @@ async fn one_deadline_bounds_a_retry_attempt_across_both_environments() {
     assert_eq!(push.calls(), vec![P, P, S]);
     // Rescheduled for later, with the environment it ended on and two attempts counted.
     let now = clock.now_ms();
-    let again = store.claim(now + 120_000, now + 200_000, 10).await;
+    let again = store.queue().claim(now + 120_000, now + 200_000, 10).await;
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].claimed.item.attempts, 2);
-    assert_eq!(again[0].claimed.item.env, "s");
+    assert_eq!(again[0].claimed.item.env, Environment::Sandbox);
 }
 
 /// A claimer whose lease passed to another worker neither delivers-and-deletes nor rolls
@@ -202,22 +202,23 @@ async fn a_stale_claim_settles_nothing() {
     assert_eq!(d.handle(&a).await, Outcome::Queued);
     clock.advance_ms(1_000);
     let now = clock.now_ms();
-    let stale = store.claim(now, now + 30_000, 10).await.remove(0);
+    let stale = store.queue().claim(now, now + 30_000, 10).await.remove(0);
     // Its lease runs out; another worker claims the item.
     clock.advance_ms(30_000);
     let now = clock.now_ms();
-    let current = store.claim(now, now + 30_000, 10).await.remove(0);
+    let current = store.queue().claim(now, now + 30_000, 10).await.remove(0);
     assert_ne!(stale.claimed.fence, current.claimed.fence);
     // The stale claimer's attempt is refused for good: it must not roll back or delete.
     d.retry(stale).await;
     assert_eq!(
-        store.local_queue_len(),
+        store.queue().local_len(),
         1,
         "the item is still the new owner's"
     );
     // The alert is still held (coalesces), as the new owner's attempt is pending.
     let now = clock.now_ms();
     let again = store
+        .policy()
         .admit(&a.device, a.collapse_id.as_str(), a.flap_key(), now)
         .await
         .unwrap();
@@ -237,11 +238,12 @@ async fn an_item_past_its_window_expires_unsent() {
     assert_eq!(d.handle(&a).await, Outcome::Queued);
     clock.advance_ms(601_000);
     let now = clock.now_ms();
-    let lease = store.claim(now, now + 30_000, 10).await.remove(0);
+    let lease = store.queue().claim(now, now + 30_000, 10).await.remove(0);
     d.retry(lease).await;
     assert_eq!(push.calls().len(), 1, "never sent late");
-    assert_eq!(store.local_queue_len(), 0);
+    assert_eq!(store.queue().local_len(), 0);
     let again = store
+        .policy()
         .admit(
             &a.device,
             a.collapse_id.as_str(),
@@ -296,7 +298,7 @@ async fn the_worker_hands_its_local_queue_to_redis_when_it_stops() {
     let d = core(store.clone(), push, &clock, 30_000);
     assert_eq!(d.handle(&alert(5)).await, Outcome::Queued);
     assert!(store.degraded());
-    assert_eq!(store.local_queue_len(), 1);
+    assert_eq!(store.queue().local_len(), 1);
     server.restart();
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while store.degraded() {
@@ -304,15 +306,16 @@ async fn the_worker_hands_its_local_queue_to_redis_when_it_stops() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Not in the loop's recovery hand-over: the stop path alone must do it.
-    assert!(store.take_recovered());
+    assert!(store.queue().take_recovered());
     let (tx, rx) = tokio::sync::watch::channel(true);
     d.clone().run_retries(rx).await;
     drop(tx);
-    assert_eq!(store.local_queue_len(), 0);
+    assert_eq!(store.queue().local_len(), 0);
     let mut found = Vec::new();
     for _ in 0..crate::store::redis::queue::SHARDS {
         found.extend(
             other
+                .queue()
                 .claim(clock.now_ms() + 120_000, clock.now_ms() + 200_000, 10)
                 .await,
         );

@@ -374,7 +374,8 @@ fn after_write(
             let op = Op::Forget { dir, sealed };
             if let Err(e) = m
                 .store
-                .mailbox(&name, bearer.hash(), &op, m.now_ms(), m.settings.limits)
+                .mailboxes()
+                .apply(&name, bearer.hash(), &op, m.now_ms(), m.settings.limits)
                 .await
             {
                 tracing::warn!(error = %e, "mailbox push: could not forget a dead token's registration");

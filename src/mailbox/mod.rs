@@ -131,7 +131,8 @@ impl Mailboxes {
     async fn run(&self, name: &Name, bearer: &Bearer, op: &Op) -> Result<Answer, MailboxError> {
         let answer = self
             .store
-            .mailbox(name, bearer.hash(), op, self.now_ms(), self.settings.limits)
+            .mailboxes()
+            .apply(name, bearer.hash(), op, self.now_ms(), self.settings.limits)
             .await
             .map_err(|e| {
                 tracing::warn!(error = %e, "mailbox: the shared store did not answer");

@@ -42,7 +42,7 @@ use super::Mailboxes;
 use crate::metrics;
 use crate::policy::gcra_take;
 use crate::store::fanout::{Channel, Subscription};
-use crate::store::mailbox::{Answer, Bucket, Name, Op, Side};
+use crate::store::mailbox::{Answer, Bucket, MailboxEvent, Name, Op, Side};
 
 /// The largest frame relayed.
 pub const MAX_FRAME: usize = 64 * 1024;
@@ -264,7 +264,7 @@ pub async fn upgrade(
     req: Request,
 ) -> Result<Response, MailboxError> {
     let (name, path::Signal(side)) = (target.name, target.place);
-    let channel = m.store.signal_channel(&name);
+    let channel = m.store.mailboxes().signal_channel(&name);
     let signals = m
         .store
         .fanout()
@@ -429,7 +429,7 @@ impl Session {
                     }
                 },
                 ev = events.recv() => match ev {
-                    Some(ev) if &ev[..] == b"erase" => {
+                    Some(ev) if MailboxEvent::receive(&ev) == Some(MailboxEvent::Erased) => {
                         Close::Normal.send(socket).await;
                         return End::Closed(Close::Normal);
                     }

@@ -56,7 +56,7 @@ pub(super) async fn accept(
     let sub = m
         .store
         .fanout()
-        .subscribe(&m.store.mailbox_channel(name))
+        .subscribe(&m.store.mailboxes().channel(name))
         .await
         .map_err(|_| MailboxError::Unavailable)?;
     let answer = m.run(name, &bearer, &op).await?;

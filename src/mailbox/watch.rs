@@ -27,7 +27,7 @@ use super::signal::Close;
 use super::socket::accept;
 use super::Mailboxes;
 use crate::store::fanout::Subscription;
-use crate::store::mailbox::{Answer, Dir, Name, Op};
+use crate::store::mailbox::{Answer, Dir, MailboxEvent, Name, Op};
 
 /// The largest message a watch reads (clients send only `ping`).
 const MAX_MESSAGE: usize = 4096;
@@ -43,18 +43,6 @@ pub async fn upgrade(
     let (name, path::Watch(dir)) = (target.name, target.place);
     let (upgrade, _, bearer, sub) = accept(&m, &name, req, MAX_MESSAGE, Op::Socket).await?;
     Ok(upgrade.on_upgrade(move |socket| serve(m, name, dir, bearer, sub, socket)))
-}
-
-/// The seq of a store on `dir` that a fan-out note tells (`seq <dir> <n>`); `None` for a
-/// note of the other direction or of anything else.
-fn stored_seq(note: &[u8], dir: Dir) -> Option<u64> {
-    std::str::from_utf8(note)
-        .ok()?
-        .strip_prefix("seq ")?
-        .strip_prefix(dir.as_str())?
-        .strip_prefix(' ')?
-        .parse()
-        .ok()
 }
 
 async fn serve(
@@ -100,12 +88,13 @@ async fn serve(
                     return;
                 }
                 Some(note) => {
-                    if &note[..] == b"erase" {
-                        Close::Normal.send(&mut socket).await;
-                        return;
-                    }
-                    let Some(seq) = stored_seq(&note, dir) else {
-                        continue;
+                    let seq = match MailboxEvent::receive(&note) {
+                        Some(MailboxEvent::Erased) => {
+                            Close::Normal.send(&mut socket).await;
+                            return;
+                        }
+                        Some(MailboxEvent::Stored { dir: d, seq }) if d == dir => seq,
+                        _ => continue,
                     };
                     last_sent = last_sent.max(seq);
                     if socket.send(Message::Text(format!("seq {seq}").into())).await.is_err() {
@@ -136,29 +125,6 @@ async fn serve(
                 Close::GoingAway.send(&mut socket).await;
                 return;
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn notes_of_this_direction_only() {
-        assert_eq!(stored_seq(b"seq p2c 7", Dir::P2c), Some(7));
-        assert_eq!(stored_seq(b"seq c2p 7", Dir::P2c), None);
-        assert_eq!(stored_seq(b"seq p2c", Dir::P2c), None);
-        assert_eq!(stored_seq(b"seq p2c x", Dir::P2c), None);
-        assert_eq!(stored_seq(b"erase", Dir::P2c), None);
-        assert_eq!(stored_seq(b"\xffseq p2c 1", Dir::P2c), None);
-    }
-
-    proptest! {
-        #[test]
-        fn no_note_panics(b in proptest::collection::vec(any::<u8>(), 0..40)) {
-            let _ = stored_seq(&b, Dir::P2c);
         }
     }
 }

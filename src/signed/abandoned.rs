@@ -73,7 +73,8 @@ impl Abandonment {
         }
         let held = r.events.last().map_or(0, |e| e.sequence);
         match store
-            .receipt_update(&r.push_id, &updates, now_ms, self.ttl_ms)
+            .receipts()
+            .update(&r.push_id, &updates, now_ms, self.ttl_ms)
             .await
         {
             Ok(Some(before)) if before == held => {
@@ -89,7 +90,7 @@ impl Abandonment {
                 r
             }
             // Another writer changed it in between: what the store holds now.
-            Ok(Some(_)) => match store.receipt_get(&r.push_id, now_ms).await {
+            Ok(Some(_)) => match store.receipts().get(&r.push_id, now_ms).await {
                 Ok(Some(stored)) => stored,
                 _ => r,
             },

@@ -193,7 +193,8 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<(&'static str, Response
     let targets: Vec<String> = push.targets().iter().map(|t| t.receipt_key()).collect();
     let begun = s
         .store()
-        .receipt_begin(
+        .receipts()
+        .begin(
             &id,
             push.canonical_hash(),
             push.signer_key_id(),
@@ -267,14 +268,15 @@ async fn deliver(s: &Signed, push: &SignedPush, topic: &str, fresh: Receipt) -> 
     for attempt in 0..2 {
         match s
             .store()
-            .receipt_update(push.request_id(), &updates, now, s.settings.receipt_ttl_ms)
+            .receipts()
+            .update(push.request_id(), &updates, now, s.settings.receipt_ttl_ms)
             .await
         {
             // The store held the receipt as this replica does: the same changes give the
             // same receipt, so it is rendered here without reading it back.
             Ok(Some(before)) if before == held => break,
             // Something else changed it meanwhile (a replay cannot; a retry could): read it.
-            Ok(Some(_)) => match s.store().receipt_get(push.request_id(), now).await {
+            Ok(Some(_)) => match s.store().receipts().get(push.request_id(), now).await {
                 Ok(Some(stored)) => return stored,
                 _ => break,
             },
@@ -315,7 +317,8 @@ async fn authorize_read(
     sig::check_fresh(auth.ts_ms(), now.max(0) as u64).map_err(|_| ApiError::stale("ts"))?;
     let r = s
         .store()
-        .receipt_get(id, now)
+        .receipts()
+        .get(id, now)
         .await
         .map_err(|e| unavailable(&e))?
         .ok_or_else(|| ApiError::not_found("no such push").with_push(id))?;
@@ -379,7 +382,7 @@ async fn events(State(s): State<Arc<Signed>>, Path(id): Path<String>, req: Reque
     let sub = match s
         .store()
         .fanout()
-        .subscribe(&s.store().events_channel(&id))
+        .subscribe(&s.store().receipts().events_channel(&id))
         .await
     {
         Ok(sub) => sub,
@@ -481,7 +484,7 @@ async fn stream_events(
             _ = check.tick(), if abandoned_at.is_some() => {
                 if abandoned_at.is_some_and(|at| s.now_ms() > at) {
                     let now = s.now_ms();
-                    let Ok(Some(r)) = s.store().receipt_get(&id, now).await else {
+                    let Ok(Some(r)) = s.store().receipts().get(&id, now).await else {
                         continue;
                     };
                     let r = abandonment.settle(s.store(), r, now).await;
@@ -495,7 +498,7 @@ async fn stream_events(
             _ = tx.closed() => return,
         };
         if reread {
-            let Ok(Some(r)) = s.store().receipt_get(&id, s.now_ms()).await else {
+            let Ok(Some(r)) = s.store().receipts().get(&id, s.now_ms()).await else {
                 continue;
             };
             if let Sent::Ended = send_from(&tx, &r, &mut last).await {

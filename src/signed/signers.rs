@@ -76,7 +76,7 @@ impl Signers {
         }
         let following = self.following.load(Ordering::SeqCst);
         let generation = self.generation.load(Ordering::SeqCst);
-        let loaded = self.store.signer_get(key_id).await?;
+        let loaded = self.store.signers().get(key_id).await?;
         let known = loaded.and_then(|signer| match PublicKey::from_base64(&signer.public_key) {
             Ok(key) => Some(Arc::new(Known { signer, key })),
             Err(_) => {
@@ -124,7 +124,7 @@ impl Signers {
     /// Follows the signers channel until `stop`: each message names a key id to drop; a
     /// resync of the fan-out drops everything.
     pub async fn follow(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let channel = self.store.signers_channel();
+        let channel = self.store.signers().channel();
         let mut sub = loop {
             match self.store.fanout().subscribe(&channel).await {
                 Ok(s) => break s,

@@ -22,7 +22,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{broadcast, watch};
 
-use super::StoreError;
+use super::common::{StoreError, StoreOp};
 
 /// Messages a subscriber may fall behind by before it loses the oldest.
 const BUFFER: usize = 256;
@@ -155,17 +155,26 @@ impl Hub {
     }
 }
 
-#[derive(Debug)]
-enum Backend {
-    Memory,
-    Redis(super::redis::fanout::RedisFanout),
+/// How messages cross between replicas: Redis pub/sub ([`super::redis::fanout`]), or
+/// nothing at all in process (the [`Hub`] alone delivers). A transport takes the message as
+/// it travels ([`frame`]), so a Lua script that publishes from inside its own transaction
+/// sends the same bytes.
+#[async_trait::async_trait]
+pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
+    /// Publishes one travelling message to every replica.
+    async fn publish(&self, channel: &Channel, message: Bytes) -> Result<(), StoreError>;
+    /// Makes sure this replica listens to `channel` (`first`: it had no local subscriber).
+    async fn subscribe(&self, channel: &Channel, first: bool) -> Result<(), StoreError>;
+    /// Stops listening to channels no local subscriber of `hub` wants any more.
+    async fn unsubscribe(&self, idle: &[Channel], hub: &Hub);
 }
 
 /// The fan-out seam.
 #[derive(Debug, Clone)]
 pub struct Fanout {
     hub: Arc<Hub>,
-    backend: Arc<Backend>,
+    /// `None` in process: the hub is every subscriber there is.
+    transport: Option<Arc<dyn Transport>>,
     resyncs: watch::Receiver<u64>,
     /// In process nothing is ever missed, so the counter never moves; its sender is kept so
     /// waiting on it waits forever instead of failing.
@@ -178,21 +187,22 @@ impl Fanout {
         let (tx, rx) = watch::channel(0);
         Self {
             hub: Arc::default(),
-            backend: Arc::new(Backend::Memory),
+            transport: None,
             resyncs: rx,
             _never: Some(Arc::new(tx)),
         }
     }
 
-    /// Through Redis.
-    pub(crate) fn redis(
+    /// Across replicas through `transport`, which feeds `hub` with what it receives and
+    /// moves `resyncs` whenever messages may have been lost.
+    pub(crate) fn with_transport(
         hub: Arc<Hub>,
-        redis: super::redis::fanout::RedisFanout,
+        transport: Arc<dyn Transport>,
         resyncs: watch::Receiver<u64>,
     ) -> Self {
         Self {
             hub,
-            backend: Arc::new(Backend::Redis(redis)),
+            transport: Some(transport),
             resyncs,
             _never: None,
         }
@@ -206,16 +216,15 @@ impl Fanout {
         now_ms: i64,
     ) -> Result<(), StoreError> {
         let message = frame(payload, now_ms);
-        match &*self.backend {
-            Backend::Memory => {
+        match &self.transport {
+            None => {
                 self.hub.deliver(channel, message);
                 Ok(())
             }
-            Backend::Redis(r) => {
-                let started = std::time::Instant::now();
-                let res = r.publish(channel, message).await;
-                crate::metrics::store_op("fanout_publish", started.elapsed(), res.is_ok());
-                res
+            Some(t) => {
+                StoreOp::FanoutPublish
+                    .timed(t.publish(channel, message))
+                    .await
             }
         }
     }
@@ -224,13 +233,12 @@ impl Fanout {
     /// [`Subscription`] (on Redis, once the server has confirmed the subscription).
     pub async fn subscribe(&self, channel: &Channel) -> Result<Subscription, StoreError> {
         let (rx, first) = self.hub.join(channel);
-        if let Backend::Redis(r) = &*self.backend {
+        if let Some(t) = &self.transport {
             // Also when not the first: an earlier first subscriber's call may still be in
             // flight, and subscribing twice is harmless.
-            let started = std::time::Instant::now();
-            let res = r.subscribe(channel, first).await;
-            crate::metrics::store_op("fanout_subscribe", started.elapsed(), res.is_ok());
-            res?;
+            StoreOp::FanoutSubscribe
+                .timed(t.subscribe(channel, first))
+                .await?;
         }
         Ok(Subscription { rx })
     }
@@ -245,8 +253,8 @@ impl Fanout {
     /// periodically).
     pub async fn prune(&self) {
         let idle = self.hub.prune();
-        if let Backend::Redis(r) = &*self.backend {
-            r.unsubscribe(&idle, &self.hub).await;
+        if let Some(t) = &self.transport {
+            t.unsubscribe(&idle, &self.hub).await;
         }
     }
 

@@ -8,12 +8,20 @@
 //! bearer, its buckets, and per direction its envelopes (seq -> bytes), its sealed push
 //! registration and until when its reader is in the foreground. Everything of a mailbox
 //! lives under one hash tag and expires `idle` after the last write or claim.
+//!
+//! [`MailboxStore`] is what the front-end uses: one [`MailboxBackend`], in process
+//! ([`InProcessMailboxes`], here) or in Redis (`store::redis::mailbox`). Both publish what
+//! live sockets must hear ([`MailboxEvent`]) on the mailbox's channel ([`event_channel`])
+//! from inside the request itself: the in-process backend right after its lock, the Redis
+//! one from `mailbox.lua`, in the same bytes.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
+use super::common::{DecodeKind, Link, StoreError, StoreOp};
+use super::fanout::{Channel, Fanout};
 use crate::policy::gcra_take;
 
 /// A direction of a mailbox.
@@ -588,6 +596,198 @@ impl MemoryMailboxes {
     }
 }
 
+/// What a mailbox's live sockets hear on its channel ([`event_channel`]). The text is the
+/// one `mailbox.lua` publishes; this is the only place in Rust that writes or reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MailboxEvent {
+    /// An envelope was stored: `seq <dir> <n>`.
+    Stored {
+        /// Its direction.
+        dir: Dir,
+        /// Its sequence number.
+        seq: u64,
+    },
+    /// The mailbox was erased: `erase`.
+    Erased,
+}
+
+impl MailboxEvent {
+    /// The event a request's answer makes, if any: a new envelope, or an erasure.
+    pub fn of(op: &Op, answer: &Answer) -> Option<Self> {
+        match (op, answer) {
+            (Op::Put { dir, seq, .. }, Answer::Stored(_)) => Some(MailboxEvent::Stored {
+                dir: *dir,
+                seq: *seq,
+            }),
+            (Op::Erase, Answer::Done) => Some(MailboxEvent::Erased),
+            _ => None,
+        }
+    }
+
+    /// The published text.
+    pub fn encode(&self) -> String {
+        match self {
+            MailboxEvent::Stored { dir, seq } => format!("seq {} {seq}", dir.as_str()),
+            MailboxEvent::Erased => "erase".to_owned(),
+        }
+    }
+
+    /// Inverse of [`MailboxEvent::encode`]; `None` for anything else.
+    pub fn decode(message: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(message).ok()?;
+        if text == "erase" {
+            return Some(MailboxEvent::Erased);
+        }
+        let mut parts = text.strip_prefix("seq ")?.split(' ');
+        let dir = Dir::parse(parts.next()?)?;
+        let seq = parts.next()?.parse().ok()?;
+        let ev = MailboxEvent::Stored { dir, seq };
+        // Only the text `mailbox.lua` writes: no second field, no `+7` or `07`.
+        (parts.next().is_none() && ev.encode() == text).then_some(ev)
+    }
+
+    /// [`MailboxEvent::decode`] for a message received on a mailbox's channel, where
+    /// anything else is counted (`sealrelay_store_decode_errors_total{kind="mailbox_event"}`)
+    /// and skipped.
+    pub fn receive(message: &[u8]) -> Option<Self> {
+        let ev = Self::decode(message);
+        if ev.is_none() {
+            DecodeKind::MailboxEvent.count();
+        }
+        ev
+    }
+}
+
+/// The channel a mailbox's live sockets listen on ([`MailboxEvent`]), under the store's key
+/// prefix.
+pub fn event_channel(prefix: &str, name: &Name) -> Channel {
+    Channel::sharded(format!("{prefix}{{mb:{}}}:ev", name.as_str()))
+}
+
+/// The channel of a mailbox's signal rendezvous (presence, replacement, frames), under the
+/// store's key prefix.
+pub fn signal_channel(prefix: &str, name: &Name) -> Channel {
+    Channel::sharded(format!("{prefix}{{mb:{}}}:sig", name.as_str()))
+}
+
+/// Where mailboxes live: in process or in Redis.
+#[async_trait::async_trait]
+pub trait MailboxBackend: Send + Sync + std::fmt::Debug {
+    /// One request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer`, publishing its
+    /// [`MailboxEvent`] if it makes one (best effort, like Redis pub/sub: the answer stands).
+    async fn apply(
+        &self,
+        name: &Name,
+        bearer: &str,
+        op: &Op,
+        now_ms: i64,
+        limits: Limits,
+    ) -> Result<Answer, StoreError>;
+
+    /// Forgets mailboxes idle past their time (the in-process backend; Redis expires keys
+    /// itself).
+    fn sweep(&self, _now_ms: i64) {}
+}
+
+/// Mailboxes in process, publishing their events on the in-process fan-out.
+#[derive(Debug)]
+pub struct InProcessMailboxes {
+    mailboxes: MemoryMailboxes,
+    fanout: Fanout,
+}
+
+impl InProcessMailboxes {
+    /// Mailboxes whose events go to `fanout`.
+    pub fn new(fanout: Fanout) -> Self {
+        Self {
+            mailboxes: MemoryMailboxes::default(),
+            fanout,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl MailboxBackend for InProcessMailboxes {
+    async fn apply(
+        &self,
+        name: &Name,
+        bearer: &str,
+        op: &Op,
+        now_ms: i64,
+        limits: Limits,
+    ) -> Result<Answer, StoreError> {
+        let answer = self.mailboxes.apply(name, bearer, op, now_ms, limits);
+        if let Some(ev) = MailboxEvent::of(op, &answer) {
+            let _ = self
+                .fanout
+                .publish(&event_channel("", name), ev.encode().as_bytes(), now_ms)
+                .await;
+        }
+        Ok(answer)
+    }
+
+    fn sweep(&self, now_ms: i64) {
+        self.mailboxes.sweep(now_ms);
+    }
+}
+
+/// Mailboxes as the front-end uses them (MAILBOX.md). Like receipts, they need the shared
+/// store (every limit is cluster-wide and any replica serves any request), so while
+/// degraded they fail and the front-end answers 503. Without Redis (one replica) they live
+/// in process.
+#[derive(Debug)]
+pub struct MailboxStore {
+    backend: Box<dyn MailboxBackend>,
+    /// The link to Redis, `None` in process.
+    link: Option<Arc<Link>>,
+    prefix: String,
+}
+
+impl MailboxStore {
+    /// Mailboxes on `backend`; `link` and `prefix` when it is Redis.
+    pub(crate) fn new(
+        backend: Box<dyn MailboxBackend>,
+        link: Option<Arc<Link>>,
+        prefix: &str,
+    ) -> Self {
+        Self {
+            backend,
+            link,
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    /// The channel a mailbox's live sockets listen on: its [`MailboxEvent`]s.
+    pub fn channel(&self, name: &Name) -> Channel {
+        event_channel(&self.prefix, name)
+    }
+
+    /// The channel of a mailbox's signal rendezvous (presence, replacement, frames).
+    pub fn signal_channel(&self, name: &Name) -> Channel {
+        signal_channel(&self.prefix, name)
+    }
+
+    /// One mailbox request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer`. One
+    /// round trip on Redis; what live sockets must hear is published by the same script
+    /// (in process: by the same call).
+    pub async fn apply(
+        &self,
+        name: &Name,
+        bearer: &str,
+        op: &Op,
+        now_ms: i64,
+        limits: Limits,
+    ) -> Result<Answer, StoreError> {
+        let f = self.backend.apply(name, bearer, op, now_ms, limits);
+        Link::shared(self.link.as_deref(), StoreOp::Mailbox, f).await
+    }
+
+    /// Forgets in-process mailboxes idle past their time (called periodically).
+    pub fn sweep(&self, now_ms: i64) {
+        self.backend.sweep(now_ms);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -817,6 +1017,58 @@ mod tests {
             m.apply(&n, "b", &Op::Socket, T0 + 5_000, LIMITS),
             Answer::Done
         );
+    }
+
+    #[test]
+    fn mailbox_events_round_trip_their_text() {
+        for (ev, text) in [
+            (
+                MailboxEvent::Stored {
+                    dir: Dir::C2p,
+                    seq: 7,
+                },
+                "seq c2p 7",
+            ),
+            (
+                MailboxEvent::Stored {
+                    dir: Dir::P2c,
+                    seq: u64::MAX,
+                },
+                "seq p2c 18446744073709551615",
+            ),
+            (MailboxEvent::Erased, "erase"),
+        ] {
+            assert_eq!(ev.encode(), text);
+            assert_eq!(MailboxEvent::decode(text.as_bytes()), Some(ev));
+        }
+        for bad in [
+            &b"seq 7"[..],
+            b"seq x2y 7",
+            b"seq p2c",
+            b"seq p2c -1",
+            b"seq p2c 7 8",
+            b"seq p2c +7",
+            b"seq p2c 07",
+            b"erased",
+            b"\xff",
+            b"",
+        ] {
+            assert_eq!(MailboxEvent::decode(bad), None, "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_event_text_panics_and_every_event_reads_back(
+            b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            seq in proptest::prelude::any::<u64>(),
+        ) {
+            if let Some(ev) = MailboxEvent::decode(&b) {
+                proptest::prop_assert_eq!(ev.encode().into_bytes(), b.clone());
+            }
+            let ev = MailboxEvent::Stored { dir: Dir::P2c, seq };
+            proptest::prop_assert_eq!(MailboxEvent::decode(ev.encode().as_bytes()), Some(ev));
+        }
     }
 
     #[test]

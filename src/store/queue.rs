@@ -19,12 +19,13 @@
 //! given the same key in different encodings agree). An item that cannot be opened is never
 //! dropped silently: it is moved aside, counted, and logged with the reason.
 
-use serde::{Deserialize, Serialize};
-
+use super::common::DecodeKind;
+use crate::device::Environment;
 use crate::policy::{Ticket, TicketKind, STALENESS_S};
 
-/// One notification waiting for another attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One notification waiting for another attempt. Stored (sealed) as [`wire::Pending`], whose
+/// field names and codes are the stored format; [`Pending::decode`] is the only way back.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pending {
     /// The `apns-id`, the same on every attempt; also the queue id.
     pub id: String,
@@ -40,47 +41,120 @@ pub struct Pending {
     pub expiration_s: u64,
     /// The APNs body.
     pub body: String,
-    /// The environment to try next (`p` or `s`): the one the last attempt ended on, so a
-    /// retry never goes back to an environment that rejected the token.
-    pub env: String,
+    /// The environment to try next: the one the last attempt ended on, so a retry never
+    /// goes back to an environment that rejected the token.
+    pub env: Environment,
     /// Attempts made so far (the first, inline, included).
     pub attempts: u32,
     /// The forward record, for the rollback if the item finally fails.
-    pub ticket_at_ms: i64,
-    /// 0 counted, 1 counted and cooled, 2 reminder.
-    pub ticket_kind: u8,
-    /// The previous reminder instant, for reminders.
-    pub ticket_prev_ms: i64,
+    pub ticket: Ticket,
     /// `apns-topic` when the push names its own (signed pushes); `None`: `APNS_TOPIC`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<String>,
     /// The signed push and target (16 hex of the token's hash) whose receipt this item
     /// settles, if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<(String, String)>,
+}
+
+/// The stored form of a retry item: these names and codes are what the queue holds, so
+/// items written by an older version still read.
+pub mod wire {
+    use serde::{Deserialize, Serialize};
+
+    /// A retry item as stored (JSON, then sealed).
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    pub struct Pending {
+        /// See [`super::Pending::id`].
+        pub id: String,
+        /// See [`super::Pending::device`].
+        pub device: String,
+        /// See [`super::Pending::collapse_id`].
+        pub collapse_id: String,
+        /// See [`super::Pending::flap_key`].
+        pub flap_key: String,
+        /// See [`super::Pending::priority`].
+        pub priority: u8,
+        /// See [`super::Pending::expiration_s`].
+        pub expiration_s: u64,
+        /// See [`super::Pending::body`].
+        pub body: String,
+        /// `p` or `s`.
+        pub env: String,
+        /// See [`super::Pending::attempts`].
+        pub attempts: u32,
+        /// The ticket's instant.
+        pub ticket_at_ms: i64,
+        /// 0 counted, 1 counted and cooled, 2 reminder.
+        pub ticket_kind: u8,
+        /// The previous reminder instant, for reminders.
+        pub ticket_prev_ms: i64,
+        /// See [`super::Pending::topic`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub topic: Option<String>,
+        /// See [`super::Pending::receipt`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub receipt: Option<(String, String)>,
+    }
 }
 
 impl Pending {
     /// The forward record this item holds.
     pub fn ticket(&self) -> Ticket {
-        Ticket {
-            at_ms: self.ticket_at_ms,
-            kind: match self.ticket_kind {
-                0 => TicketKind::Counted { cooled: false },
-                1 => TicketKind::Counted { cooled: true },
-                _ => TicketKind::Reminder {
-                    prev_reminder_ms: self.ticket_prev_ms,
-                },
-            },
+        self.ticket
+    }
+
+    /// The stored form.
+    pub fn encode(&self) -> wire::Pending {
+        let (ticket_kind, ticket_prev_ms) = match self.ticket.kind {
+            TicketKind::Counted { cooled } => (u8::from(cooled), 0),
+            TicketKind::Reminder { prev_reminder_ms } => (2, prev_reminder_ms),
+        };
+        wire::Pending {
+            id: self.id.clone(),
+            device: self.device.clone(),
+            collapse_id: self.collapse_id.clone(),
+            flap_key: self.flap_key.clone(),
+            priority: self.priority,
+            expiration_s: self.expiration_s,
+            body: self.body.clone(),
+            env: self.env.code().to_owned(),
+            attempts: self.attempts,
+            ticket_at_ms: self.ticket.at_ms,
+            ticket_kind,
+            ticket_prev_ms,
+            topic: self.topic.clone(),
+            receipt: self.receipt.clone(),
         }
     }
 
-    /// Encodes a ticket into the item's fields.
-    pub fn ticket_fields(t: &Ticket) -> (i64, u8, i64) {
-        match t.kind {
-            TicketKind::Counted { cooled } => (t.at_ms, u8::from(cooled), 0),
-            TicketKind::Reminder { prev_reminder_ms } => (t.at_ms, 2, prev_reminder_ms),
-        }
+    /// Inverse of [`Pending::encode`]; `None` for an environment code or a ticket kind this
+    /// version does not know (never read as a default).
+    pub fn decode(w: wire::Pending) -> Option<Self> {
+        let env = Environment::from_code(&w.env)?;
+        let kind = match w.ticket_kind {
+            0 => TicketKind::Counted { cooled: false },
+            1 => TicketKind::Counted { cooled: true },
+            2 => TicketKind::Reminder {
+                prev_reminder_ms: w.ticket_prev_ms,
+            },
+            _ => return None,
+        };
+        Some(Self {
+            id: w.id,
+            device: w.device,
+            collapse_id: w.collapse_id,
+            flap_key: w.flap_key,
+            priority: w.priority,
+            expiration_s: w.expiration_s,
+            body: w.body,
+            env,
+            attempts: w.attempts,
+            ticket: Ticket {
+                at_ms: w.ticket_at_ms,
+                kind,
+            },
+            topic: w.topic,
+            receipt: w.receipt,
+        })
     }
 
     /// When retrying stops, ms.
@@ -192,7 +266,7 @@ impl Sealer {
     pub fn seal(&self, item: &Pending) -> Vec<u8> {
         let mut nonce = [0u8; 12];
         let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce);
-        let mut data = serde_json::to_vec(item).expect("plain struct serializes");
+        let mut data = serde_json::to_vec(&item.encode()).expect("plain struct serializes");
         self.key
             .seal_in_place_append_tag(
                 ring::aead::Nonce::assume_unique_for_key(nonce),
@@ -206,7 +280,8 @@ impl Sealer {
     }
 
     /// Opens a sealed item; `None` when it was sealed under another key, for another id,
-    /// or damaged.
+    /// or damaged, or holds a code this version does not know (counted as a
+    /// [`DecodeKind::Pending`]).
     pub fn open(&self, id: &str, blob: &[u8]) -> Option<Pending> {
         if blob.len() < 12 {
             return None;
@@ -218,7 +293,12 @@ impl Sealer {
             .key
             .open_in_place(nonce, ring::aead::Aad::from(id.as_bytes()), &mut data)
             .ok()?;
-        serde_json::from_slice(plain).ok()
+        let stored: wire::Pending = serde_json::from_slice(plain).ok()?;
+        let item = Pending::decode(stored);
+        if item.is_none() {
+            DecodeKind::Pending.count();
+        }
+        item
     }
 }
 
@@ -235,11 +315,14 @@ pub(crate) mod tests {
             priority: 10,
             expiration_s: 2_000_000,
             body: "{}".into(),
-            env: "p".into(),
+            env: Environment::Production,
             attempts: 1,
-            ticket_at_ms: 5,
-            ticket_kind: 2,
-            ticket_prev_ms: 3,
+            ticket: Ticket {
+                at_ms: 5,
+                kind: TicketKind::Reminder {
+                    prev_reminder_ms: 3,
+                },
+            },
             topic: None,
             receipt: None,
         }
@@ -291,6 +374,32 @@ pub(crate) mod tests {
             format!("{:?}", QueueKey::derive(b"k")),
             "QueueKey([redacted])"
         );
+    }
+
+    #[test]
+    fn the_stored_form_keeps_its_codes_and_refuses_unknown_ones() {
+        let w = item("x").encode();
+        assert_eq!(
+            (w.env.as_str(), w.ticket_kind, w.ticket_prev_ms),
+            ("p", 2, 3)
+        );
+        let json = serde_json::to_value(&w).unwrap();
+        assert_eq!(json["env"], "p");
+        assert_eq!(json["ticket_kind"], 2);
+        assert!(json.get("topic").is_none());
+        assert_eq!(Pending::decode(w.clone()), Some(item("x")));
+        let mut cooled = item("x");
+        cooled.env = Environment::Sandbox;
+        cooled.ticket.kind = TicketKind::Counted { cooled: true };
+        let cw = cooled.encode();
+        assert_eq!((cw.env.as_str(), cw.ticket_kind), ("s", 1));
+        assert_eq!(Pending::decode(cw), Some(cooled));
+        let mut bad_env = w.clone();
+        bad_env.env = "x".into();
+        assert_eq!(Pending::decode(bad_env), None);
+        let mut bad_kind = w;
+        bad_kind.ticket_kind = 3;
+        assert_eq!(Pending::decode(bad_kind), None);
     }
 
     #[test]

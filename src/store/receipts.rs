@@ -9,9 +9,18 @@
 //! `settled` once no target is `accepted` or `queued`. A target's state moves from
 //! `accepted` to its first outcome; from `queued` only to `delivered`, `rejected`, `failed`
 //! or `expired`; every other state is final.
+//!
+//! [`ReceiptStore`] is what the relay uses: one [`ReceiptBackend`], in process
+//! ([`InProcessReceipts`], here) or in Redis (`store::redis::signed`). Both publish a
+//! change's new events on the push's channel ([`events_channel`]) from inside the change
+//! itself: the in-process backend under its lock's result, the Redis one from
+//! `receipt_update.lua`, so a subscriber sees the same messages on either.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use super::common::{Link, StoreError, StoreOp};
+use super::fanout::{Channel, Fanout};
 
 /// A target's state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -375,6 +384,191 @@ impl MemoryReceipts {
     /// Forgets receipts past their TTL.
     pub fn sweep(&self, now_ms: i64) {
         self.lock().retain(|_, (_, until)| now_ms < *until);
+    }
+}
+
+/// The channel a push's receipt events are published on, under the store's key prefix.
+pub fn events_channel(prefix: &str, push_id: &str) -> Channel {
+    Channel::sharded(format!("{prefix}{{r:{push_id}}}:events"))
+}
+
+/// The events a change published, as the fan-out carries them: one [`Event::encode`] a line.
+pub fn events_message(events: &[Event]) -> String {
+    let lines: Vec<String> = events.iter().map(Event::encode).collect();
+    lines.join("\n")
+}
+
+/// Where receipts live: in process or in Redis.
+#[async_trait::async_trait]
+pub trait ReceiptBackend: Send + Sync + std::fmt::Debug {
+    /// Creates a push's receipt, or finds the one its id has (see [`begin`]).
+    #[allow(clippy::too_many_arguments)]
+    async fn begin(
+        &self,
+        push_id: &str,
+        hash: &str,
+        signer: &str,
+        topic: &str,
+        targets: &[String],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Begun, StoreError>;
+
+    /// Applies target changes (see [`update`]) and publishes the new events; the receipt's
+    /// last event sequence before the changes, `None` when the receipt is gone.
+    async fn update(
+        &self,
+        push_id: &str,
+        updates: &[Update],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Option<u64>, StoreError>;
+
+    /// A push's receipt, while kept.
+    async fn get(&self, push_id: &str, now_ms: i64) -> Result<Option<Receipt>, StoreError>;
+
+    /// Forgets receipts past their TTL (the in-process backend; Redis expires keys itself).
+    fn sweep(&self, _now_ms: i64) {}
+}
+
+/// Receipts in process, publishing their events on the in-process fan-out.
+#[derive(Debug)]
+pub struct InProcessReceipts {
+    receipts: MemoryReceipts,
+    fanout: Fanout,
+}
+
+impl InProcessReceipts {
+    /// Receipts whose events go to `fanout`.
+    pub fn new(fanout: Fanout) -> Self {
+        Self {
+            receipts: MemoryReceipts::default(),
+            fanout,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ReceiptBackend for InProcessReceipts {
+    async fn begin(
+        &self,
+        push_id: &str,
+        hash: &str,
+        signer: &str,
+        topic: &str,
+        targets: &[String],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Begun, StoreError> {
+        Ok(self
+            .receipts
+            .begin(push_id, hash, signer, topic, targets, now_ms, ttl_ms))
+    }
+
+    async fn update(
+        &self,
+        push_id: &str,
+        updates: &[Update],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Option<u64>, StoreError> {
+        let Some((before, new)) = self.receipts.update(push_id, updates, now_ms, ttl_ms) else {
+            return Ok(None);
+        };
+        if !new.is_empty() {
+            self.fanout
+                .publish(
+                    &events_channel("", push_id),
+                    events_message(&new).as_bytes(),
+                    now_ms,
+                )
+                .await?;
+        }
+        Ok(Some(before))
+    }
+
+    async fn get(&self, push_id: &str, now_ms: i64) -> Result<Option<Receipt>, StoreError> {
+        Ok(self.receipts.get(push_id, now_ms))
+    }
+
+    fn sweep(&self, now_ms: i64) {
+        self.receipts.sweep(now_ms);
+    }
+}
+
+/// The signed-push API's receipts. They need the shared store for their guarantees (a
+/// replay must never send twice), so they never fall back to a replica's memory: while
+/// degraded they fail, and the API answers 503. Without Redis (one replica) they live in
+/// process.
+#[derive(Debug)]
+pub struct ReceiptStore {
+    backend: Box<dyn ReceiptBackend>,
+    /// The link to Redis, `None` in process.
+    link: Option<Arc<Link>>,
+    prefix: String,
+}
+
+impl ReceiptStore {
+    /// Receipts on `backend`; `link` and `prefix` when it is Redis.
+    pub(crate) fn new(
+        backend: Box<dyn ReceiptBackend>,
+        link: Option<Arc<Link>>,
+        prefix: &str,
+    ) -> Self {
+        Self {
+            backend,
+            link,
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    /// The channel a push's receipt events are published on.
+    pub fn events_channel(&self, push_id: &str) -> Channel {
+        events_channel(&self.prefix, push_id)
+    }
+
+    /// Creates a push's receipt, or finds the one its id has (see [`begin`]).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn begin(
+        &self,
+        push_id: &str,
+        hash: &str,
+        signer: &str,
+        topic: &str,
+        targets: &[String],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Begun, StoreError> {
+        let f = self
+            .backend
+            .begin(push_id, hash, signer, topic, targets, now_ms, ttl_ms);
+        Link::shared(self.link.as_deref(), StoreOp::ReceiptBegin, f).await
+    }
+
+    /// Applies target changes (see [`update`]) and publishes the new events to every
+    /// replica: the receipt's last event sequence before the changes (a caller holding the
+    /// receipt at that sequence applies [`update`] to it and has what the store has),
+    /// `None` when the receipt is gone.
+    pub async fn update(
+        &self,
+        push_id: &str,
+        updates: &[Update],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Option<u64>, StoreError> {
+        let f = self.backend.update(push_id, updates, now_ms, ttl_ms);
+        Link::shared(self.link.as_deref(), StoreOp::ReceiptUpdate, f).await
+    }
+
+    /// A push's receipt, while kept.
+    pub async fn get(&self, push_id: &str, now_ms: i64) -> Result<Option<Receipt>, StoreError> {
+        let f = self.backend.get(push_id, now_ms);
+        Link::shared(self.link.as_deref(), StoreOp::ReceiptGet, f).await
+    }
+
+    /// Forgets in-process receipts past their TTL (called periodically).
+    pub fn sweep(&self, now_ms: i64) {
+        self.backend.sweep(now_ms);
     }
 }
 

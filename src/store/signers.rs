@@ -1,9 +1,18 @@
 //! Enrolled signers as the store keeps them: one record per key id (the public key, the
 //! topics it may push to, when it was enrolled, updated and revoked). Every replica caches
 //! them (`crate::signed::signers`) and drops an entry when the fan-out says it changed.
+//!
+//! [`SignerStore`] is what the relay uses: one [`SignerBackend`], in process
+//! ([`InProcessSigners`], here) or in Redis (`store::redis::signed`). Both publish the key
+//! id of every enrolment and revocation on the signers' channel ([`signers_channel`]) from
+//! inside the change itself: the in-process backend right after its lock, the Redis one from
+//! `signer_enroll.lua` and `signer_revoke.lua`.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use super::common::{Link, StoreError, StoreOp};
+use super::fanout::{Channel, Fanout};
 
 use serde::{Deserialize, Serialize};
 
@@ -123,6 +132,143 @@ impl MemorySigners {
     /// Every signer, by key id.
     pub fn list(&self) -> Vec<Signer> {
         self.lock().values().cloned().collect()
+    }
+}
+
+/// The channel signer changes are published on, under the store's key prefix.
+pub fn signers_channel(prefix: &str) -> Channel {
+    Channel::global(format!("{prefix}signers"))
+}
+
+/// Where signers live: in process or in Redis.
+#[async_trait::async_trait]
+pub trait SignerBackend: Send + Sync + std::fmt::Debug {
+    /// One signer.
+    async fn get(&self, key_id: &str) -> Result<Option<Signer>, StoreError>;
+    /// Enrols or updates a signer (see [`enroll`]), and tells every replica.
+    async fn enroll(
+        &self,
+        key_id: &str,
+        public_key: &str,
+        topics: &[String],
+        now_ms: i64,
+    ) -> Result<(Signer, Enrolled), StoreError>;
+    /// Revokes a signer, and tells every replica; `None` for an unknown key id.
+    async fn revoke(&self, key_id: &str, now_ms: i64) -> Result<Option<Signer>, StoreError>;
+    /// Every signer, by key id.
+    async fn list(&self) -> Result<Vec<Signer>, StoreError>;
+}
+
+/// Signers in process, publishing their changes on the in-process fan-out.
+#[derive(Debug)]
+pub struct InProcessSigners {
+    signers: MemorySigners,
+    fanout: Fanout,
+}
+
+impl InProcessSigners {
+    /// Signers whose changes go to `fanout`.
+    pub fn new(fanout: Fanout) -> Self {
+        Self {
+            signers: MemorySigners::default(),
+            fanout,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl SignerBackend for InProcessSigners {
+    async fn get(&self, key_id: &str) -> Result<Option<Signer>, StoreError> {
+        Ok(self.signers.get(key_id))
+    }
+
+    async fn enroll(
+        &self,
+        key_id: &str,
+        public_key: &str,
+        topics: &[String],
+        now_ms: i64,
+    ) -> Result<(Signer, Enrolled), StoreError> {
+        let r = self.signers.enroll(key_id, public_key, topics, now_ms);
+        self.fanout
+            .publish(&signers_channel(""), key_id.as_bytes(), now_ms)
+            .await?;
+        Ok(r)
+    }
+
+    async fn revoke(&self, key_id: &str, now_ms: i64) -> Result<Option<Signer>, StoreError> {
+        let r = self.signers.revoke(key_id, now_ms);
+        if r.is_some() {
+            self.fanout
+                .publish(&signers_channel(""), key_id.as_bytes(), now_ms)
+                .await?;
+        }
+        Ok(r)
+    }
+
+    async fn list(&self) -> Result<Vec<Signer>, StoreError> {
+        Ok(self.signers.list())
+    }
+}
+
+/// The signed-push API's signers. Like receipts they need the shared store (a revocation
+/// must hold everywhere), so they never fall back to a replica's memory: while degraded
+/// they fail, and the API answers 503. Without Redis (one replica) they live in process.
+#[derive(Debug)]
+pub struct SignerStore {
+    backend: Box<dyn SignerBackend>,
+    /// The link to Redis, `None` in process.
+    link: Option<Arc<Link>>,
+    prefix: String,
+}
+
+impl SignerStore {
+    /// Signers on `backend`; `link` and `prefix` when it is Redis.
+    pub(crate) fn new(
+        backend: Box<dyn SignerBackend>,
+        link: Option<Arc<Link>>,
+        prefix: &str,
+    ) -> Self {
+        Self {
+            backend,
+            link,
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    /// The channel signer changes are published on.
+    pub fn channel(&self) -> Channel {
+        signers_channel(&self.prefix)
+    }
+
+    /// One signer.
+    pub async fn get(&self, key_id: &str) -> Result<Option<Signer>, StoreError> {
+        let f = self.backend.get(key_id);
+        Link::shared(self.link.as_deref(), StoreOp::SignerGet, f).await
+    }
+
+    /// Enrols or updates a signer, and tells every replica.
+    pub async fn enroll(
+        &self,
+        key_id: &str,
+        public_key: &str,
+        topics: &[String],
+        now_ms: i64,
+    ) -> Result<(Signer, Enrolled), StoreError> {
+        let f = self.backend.enroll(key_id, public_key, topics, now_ms);
+        Link::shared(self.link.as_deref(), StoreOp::SignerEnroll, f).await
+    }
+
+    /// Revokes a signer, and tells every replica; `None` for an unknown key id.
+    pub async fn revoke(&self, key_id: &str, now_ms: i64) -> Result<Option<Signer>, StoreError> {
+        let f = self.backend.revoke(key_id, now_ms);
+        Link::shared(self.link.as_deref(), StoreOp::SignerRevoke, f).await
+    }
+
+    /// Every signer.
+    pub async fn list(&self) -> Result<Vec<Signer>, StoreError> {
+        let f = self.backend.list();
+        Link::shared(self.link.as_deref(), StoreOp::SignerList, f).await
     }
 }
 

@@ -372,11 +372,12 @@ fn pending(id: u8, accepted_ms: i64) -> Pending {
         priority: 10,
         expiration_s: ((accepted_ms + 600_000) / 1000) as u64,
         body: "{}".into(),
-        env: "p".into(),
+        env: Environment::Production,
         attempts: 1,
-        ticket_at_ms: 5,
-        ticket_kind: 0,
-        ticket_prev_ms: 0,
+        ticket: Ticket {
+            at_ms: 5,
+            kind: crate::policy::TicketKind::Counted { cooled: false },
+        },
         topic: None,
         receipt: None,
     }
@@ -724,28 +725,28 @@ async fn a_degraded_replicas_queue_is_handed_to_redis() {
     server.stop();
     // The first failure degrades A; the item waits in A's memory.
     let item = pending(4, T0);
-    a.enqueue(&item, T0, T0).await.unwrap();
+    a.queue().enqueue(&item, T0, T0).await.unwrap();
     assert!(a.degraded());
-    assert_eq!(a.local_queue_len(), 1);
+    assert_eq!(a.queue().local_len(), 1);
     server.restart();
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while !a.take_recovered() {
+    while !a.queue().take_recovered() {
         assert!(
             std::time::Instant::now() < deadline,
             "A never saw Redis again"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(a.flush_local_queue(T0).await, 1);
-    assert_eq!(a.local_queue_len(), 0);
+    assert_eq!(a.queue().flush_local(T0).await, 1);
+    assert_eq!(a.queue().local_len(), 0);
     // B claims it from Redis (it sits in one of the shards; look through them all).
     let mut found = Vec::new();
     for _ in 0..super::redis::queue::SHARDS {
-        found.extend(b.claim(T0 + 1, T0 + 1_000, 10).await);
+        found.extend(b.queue().claim(T0 + 1, T0 + 1_000, 10).await);
     }
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].claimed.item, item);
-    assert_eq!(found[0].origin, super::Origin::Shared);
+    assert_eq!(found[0].origin, super::retry::Origin::Shared);
 }
 
 async fn two_fanouts(url: &str) -> (super::fanout::Fanout, super::fanout::Fanout) {

@@ -165,6 +165,7 @@ impl ClientLimiter {
         if self.check(client, now_ms)? {
             let block = group(client).to_string();
             if let Some(wait) = store
+                .policy()
                 .client_take(&block, now_ms, self.capacity, self.emission_us)
                 .await
             {

@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{self, DeadReason, DeviceState, Policy, Ticket};
 
-use super::Admission;
+use super::common::Admission;
 
 const SHARDS: usize = 64;
 
@@ -74,7 +74,7 @@ impl MemoryStore {
         r
     }
 
-    /// See [`super::Store::admit`].
+    /// See [`crate::store::policy::PolicyStore::admit`].
     pub fn admit(
         &self,
         device: &DeviceToken,
@@ -104,7 +104,7 @@ impl MemoryStore {
         })
     }
 
-    /// See [`super::Store::rollback`].
+    /// See [`crate::store::policy::PolicyStore::rollback`].
     pub fn rollback(
         &self,
         device: &DeviceToken,
@@ -119,7 +119,7 @@ impl MemoryStore {
         })
     }
 
-    /// See [`super::Store::hold`].
+    /// See [`crate::store::policy::PolicyStore::hold`].
     pub fn hold(&self, device: &DeviceToken, collapse_id: &str, until_ms: i64, now_ms: i64) {
         self.with(device, now_ms, |e| {
             policy::hold(&mut e.state, collapse_id, until_ms);
@@ -127,7 +127,7 @@ impl MemoryStore {
         })
     }
 
-    /// See [`super::Store::release`].
+    /// See [`crate::store::policy::PolicyStore::release`].
     pub fn release(&self, device: &DeviceToken, collapse_id: &str, now_ms: i64) {
         self.with(device, now_ms, |e| {
             policy::release(&mut e.state, collapse_id);
@@ -135,7 +135,7 @@ impl MemoryStore {
         })
     }
 
-    /// See [`super::Store::bury`].
+    /// See [`crate::store::policy::PolicyStore::bury`].
     pub fn bury(&self, device: &DeviceToken, reason: DeadReason, now_ms: i64, ttl_ms: i64) {
         let (k, _) = key(device);
         self.tombstones
@@ -152,7 +152,7 @@ impl MemoryStore {
             .map(|(_, r)| *r)
     }
 
-    /// See [`super::Store::remember_env`].
+    /// See [`crate::store::policy::PolicyStore::remember_env`].
     pub fn remember_env(&self, device: &DeviceToken, env: Environment, now_ms: i64) {
         self.with(device, now_ms, |e| {
             e.state.env = Some(env);

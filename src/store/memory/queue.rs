@@ -1,7 +1,7 @@
 //! The in-process retry queue: the same semantics as the Redis queue (due times, leases,
 //! fencing tokens, the shard cap), for a single replica, and for a replica whose Redis is
 //! away (degraded mode). Items it holds while degraded are handed to Redis when Redis
-//! answers again and at shutdown (see [`crate::store::Store::flush_local_queue`]).
+//! answers again and at shutdown (see [`crate::store::retry::RetryQueue::flush_local`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;

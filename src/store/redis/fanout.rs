@@ -6,8 +6,6 @@
 //! subscribed again and the resync counter grows, so consumers re-read what they may have
 //! missed.
 
-// Used through the fan-out seam (see store/fanout.rs).
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,8 +16,8 @@ use fred::types::MessageKind;
 use tokio::sync::watch;
 
 use super::{err, RedisSettings};
-use crate::store::fanout::{Channel, Fanout, Hub};
-use crate::store::StoreError;
+use crate::store::common::StoreError;
+use crate::store::fanout::{Channel, Fanout, Hub, Transport};
 
 /// Publishing and subscribing through Redis.
 pub struct RedisFanout {
@@ -118,23 +116,22 @@ impl RedisFanout {
                 }
             });
         }
-        Ok(Fanout::redis(
+        Ok(Fanout::with_transport(
             hub,
-            RedisFanout {
+            Arc::new(RedisFanout {
                 publisher,
                 subscriber,
                 ops: tokio::sync::Mutex::new(()),
-            },
+            }),
             resync_rx,
         ))
     }
+}
 
+#[async_trait::async_trait]
+impl Transport for RedisFanout {
     /// Publishes one travelling message.
-    pub(crate) async fn publish(
-        &self,
-        channel: &Channel,
-        message: Bytes,
-    ) -> Result<(), StoreError> {
+    async fn publish(&self, channel: &Channel, message: Bytes) -> Result<(), StoreError> {
         let client = self.publisher.next();
         let r: Result<i64, _> = if channel.is_sharded() {
             client.spublish(channel.name(), message).await
@@ -145,7 +142,7 @@ impl RedisFanout {
     }
 
     /// Makes sure this replica's subscriber listens to `channel`.
-    pub(crate) async fn subscribe(&self, channel: &Channel, first: bool) -> Result<(), StoreError> {
+    async fn subscribe(&self, channel: &Channel, first: bool) -> Result<(), StoreError> {
         let tracked = if channel.is_sharded() {
             self.subscriber
                 .tracked_shard_channels()
@@ -169,7 +166,7 @@ impl RedisFanout {
 
     /// Unsubscribes from channels nobody on this replica listens to any more (unless a new
     /// local subscriber joined since they were found idle).
-    pub(crate) async fn unsubscribe(&self, idle: &[Channel], hub: &Hub) {
+    async fn unsubscribe(&self, idle: &[Channel], hub: &Hub) {
         if idle.is_empty() {
             return;
         }

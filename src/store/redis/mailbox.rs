@@ -1,7 +1,7 @@
 //! Mailboxes in Redis (semantics in [`crate::store::mailbox`]): every request is one
 //! EVALSHA of `mailbox.lua`, over five keys under the mailbox's hash tag
 //! `<prefix>{mb:<name>}` (so it runs unchanged on a Cluster), and the script publishes what
-//! live sockets must hear (`seq <dir> <n>` after a store, `erase`) on the mailbox's sharded
+//! live sockets must hear (a `MailboxEvent`: `seq <dir> <n>` after a store, `erase`) on the mailbox's sharded
 //! channel `<prefix>{mb:<name>}:ev` from inside the same script.
 
 use bytes::Bytes;
@@ -9,8 +9,10 @@ use fred::prelude::*;
 use fred::types::scripts::Script;
 
 use super::{err, with_gcra};
-use crate::store::mailbox::{Answer, Envelope, Limits, Name, Op, PushDecision};
-use crate::store::StoreError;
+use crate::store::common::StoreError;
+use crate::store::mailbox::{
+    event_channel, Answer, Envelope, Limits, MailboxBackend, Name, Op, PushDecision,
+};
 
 /// The mailbox script exactly as the relay loads it (the benchmark measures Redis's ceiling
 /// with it).
@@ -76,7 +78,7 @@ impl RedisMailboxes {
 
     /// The mailbox's channel.
     pub fn channel(&self, name: &Name) -> String {
-        format!("{}{{mb:{}}}:ev", self.prefix, name.as_str())
+        event_channel(&self.prefix, name).name().to_owned()
     }
 
     /// One request. One EVALSHA.
@@ -203,5 +205,19 @@ impl RedisMailboxes {
             ),
             _ => return Err(bad()),
         })
+    }
+}
+
+#[async_trait::async_trait]
+impl MailboxBackend for RedisMailboxes {
+    async fn apply(
+        &self,
+        name: &Name,
+        bearer: &str,
+        op: &Op,
+        now_ms: i64,
+        limits: Limits,
+    ) -> Result<Answer, StoreError> {
+        RedisMailboxes::apply(self, name, bearer, op, now_ms, limits).await
     }
 }

@@ -25,7 +25,7 @@ use std::time::Duration;
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
-use super::StoreError;
+use super::common::StoreError;
 use crate::policy::Policy;
 
 const GCRA_LUA: &str = include_str!("gcra.lua");

@@ -12,7 +12,7 @@ use fred::types::scripts::Script;
 use super::{err, with_gcra, RedisStore};
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{DeadReason, Decision, Ticket, TicketKind};
-use crate::store::{Admission, StoreError};
+use crate::store::common::{Admission, StoreError};
 
 /// The admission script exactly as the relay loads it (the benchmark measures Redis's
 /// ceiling with it).
@@ -67,7 +67,7 @@ impl RedisStore {
         self.policy.horizon_ms() + crate::policy::CLOCK_SKEW_MS
     }
 
-    /// See [`super::Store::admit`]. One EVALSHA.
+    /// See [`crate::store::policy::PolicyStore::admit`]. One EVALSHA.
     pub async fn admit(
         &self,
         device: &DeviceToken,
@@ -102,7 +102,7 @@ impl RedisStore {
             .ok_or_else(|| StoreError::Redis("unexpected reply from admit.lua".into()))
     }
 
-    /// See [`super::Store::rollback`].
+    /// See [`crate::store::policy::PolicyStore::rollback`].
     pub async fn rollback(
         &self,
         device: &DeviceToken,
@@ -135,7 +135,7 @@ impl RedisStore {
         Ok(())
     }
 
-    /// See [`super::Store::remember_env`].
+    /// See [`crate::store::policy::PolicyStore::remember_env`].
     pub async fn remember_env(
         &self,
         device: &DeviceToken,
@@ -157,7 +157,7 @@ impl RedisStore {
         Ok(())
     }
 
-    /// See [`super::Store::hold`] and [`super::Store::release`] (`until_ms` 0).
+    /// See [`crate::store::policy::PolicyStore::hold`] and [`crate::store::policy::PolicyStore::release`] (`until_ms` 0).
     pub async fn hold(
         &self,
         device: &DeviceToken,
@@ -181,7 +181,7 @@ impl RedisStore {
         Ok(())
     }
 
-    /// See [`super::Store::bury`].
+    /// See [`crate::store::policy::PolicyStore::bury`].
     pub async fn bury(
         &self,
         device: &DeviceToken,

@@ -7,8 +7,8 @@ use fred::prelude::*;
 use fred::types::scripts::Script;
 
 use super::err;
+use crate::store::common::StoreError;
 use crate::store::queue::{random_u32, Claimed, Fenced, Pending, Sealer, SHARD_CAP};
-use crate::store::StoreError;
 
 /// Queue shards (Redis hash tags).
 pub const SHARDS: usize = 8;

@@ -11,9 +11,11 @@ use fred::prelude::*;
 use fred::types::scripts::Script;
 
 use super::err;
-use crate::store::receipts::{Begun, Event, Receipt, State, Target, Update};
-use crate::store::signers::{Enrolled, Signer};
-use crate::store::StoreError;
+use crate::store::common::StoreError;
+use crate::store::receipts::{
+    events_channel, Begun, Event, Receipt, ReceiptBackend, State, Target, Update,
+};
+use crate::store::signers::{signers_channel, Enrolled, Signer, SignerBackend};
 
 /// The scripts and key names.
 pub struct Signed {
@@ -153,12 +155,12 @@ impl Signed {
 
     /// The channel a push's events are published on.
     pub fn events_channel(&self, push_id: &str) -> String {
-        format!("{}{{r:{push_id}}}:events", self.prefix)
+        events_channel(&self.prefix, push_id).name().to_owned()
     }
 
     /// The channel signer changes are published on.
     pub fn signers_channel(&self) -> String {
-        format!("{}signers", self.prefix)
+        signers_channel(&self.prefix).name().to_owned()
     }
 
     fn signer_key(&self, key_id: &str) -> String {
@@ -352,5 +354,60 @@ impl Signed {
             .collect();
         out.sort_by(|a, b| a.key_id.cmp(&b.key_id));
         Ok(out)
+    }
+}
+
+#[async_trait::async_trait]
+impl ReceiptBackend for Signed {
+    async fn begin(
+        &self,
+        push_id: &str,
+        hash: &str,
+        signer: &str,
+        topic: &str,
+        targets: &[String],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Begun, StoreError> {
+        Signed::begin(self, push_id, hash, signer, topic, targets, now_ms, ttl_ms).await
+    }
+
+    async fn update(
+        &self,
+        push_id: &str,
+        updates: &[Update],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Option<u64>, StoreError> {
+        Signed::update(self, push_id, updates, now_ms, ttl_ms).await
+    }
+
+    async fn get(&self, push_id: &str, _now_ms: i64) -> Result<Option<Receipt>, StoreError> {
+        Signed::get(self, push_id).await
+    }
+}
+
+#[async_trait::async_trait]
+impl SignerBackend for Signed {
+    async fn get(&self, key_id: &str) -> Result<Option<Signer>, StoreError> {
+        self.signer(key_id).await
+    }
+
+    async fn enroll(
+        &self,
+        key_id: &str,
+        public_key: &str,
+        topics: &[String],
+        now_ms: i64,
+    ) -> Result<(Signer, Enrolled), StoreError> {
+        Signed::enroll(self, key_id, public_key, topics, now_ms).await
+    }
+
+    async fn revoke(&self, key_id: &str, now_ms: i64) -> Result<Option<Signer>, StoreError> {
+        Signed::revoke(self, key_id, now_ms).await
+    }
+
+    async fn list(&self) -> Result<Vec<Signer>, StoreError> {
+        Signed::list(self).await
     }
 }

@@ -1,0 +1,216 @@
+//! The policy's state, per device ([`PolicyStore`]): the in-process store ([`MemoryStore`]) and
+//! the Redis store ([`RedisStore`], one Lua script per operation) side by side, running the
+//! same policy ([`crate::policy`]) atomically per device.
+//!
+//! [`PolicyStore::admit`] before the APNs call, [`PolicyStore::rollback`] if APNs refuses the
+//! forward, [`PolicyStore::remember_env`] when a device turns out to live on the other
+//! environment, [`PolicyStore::hold`]/[`PolicyStore::release`] around a queued forward,
+//! [`PolicyStore::bury`] for a dead token, [`PolicyStore::client_take`] for a busy client's shared
+//! bucket.
+//!
+//! Policy state degrades: with `RELAY_REDIS_FAILURE=degrade` a Redis error or timeout
+//! switches the replica to its in-process store at once (see [`Link::degrade`]), and every
+//! operation runs there until Redis answers again; with `reject` the error is returned.
+//! Round trips: one per admission on the happy path; the others only on their events.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::common::{Admission, Link, RedisFailure, StoreError, StoreOp};
+use super::memory::MemoryStore;
+use super::redis::RedisStore;
+use crate::device::{DeviceToken, Environment};
+use crate::policy::{DeadReason, Policy, Ticket};
+
+/// Per-device policy state: in process, and in Redis when configured.
+#[derive(Debug)]
+pub struct PolicyStore {
+    memory: MemoryStore,
+    redis: Option<(RedisStore, Arc<Link>)>,
+}
+
+impl PolicyStore {
+    /// In process only.
+    pub(crate) fn memory(policy: Policy) -> Self {
+        Self {
+            memory: MemoryStore::new(policy),
+            redis: None,
+        }
+    }
+
+    /// In Redis, with the in-process store as the fallback.
+    pub(crate) fn redis(store: RedisStore, link: Arc<Link>, policy: Policy) -> Self {
+        Self {
+            memory: MemoryStore::new(policy),
+            redis: Some((store, link)),
+        }
+    }
+
+    /// The in-process store (the only one without Redis, the fallback with it).
+    pub fn in_process(&self) -> &MemoryStore {
+        &self.memory
+    }
+
+    /// Whether Redis has connected at least once; `None` in process.
+    pub(crate) fn redis_ready(&self) -> Option<bool> {
+        self.redis.as_ref().map(|(r, _)| r.ready())
+    }
+
+    /// Runs one operation on Redis, or in process when there is no Redis or this replica is
+    /// degraded; a Redis failure degrades (or is returned, in reject mode).
+    async fn run<'a, T, F, Fut>(
+        &'a self,
+        op: StoreOp,
+        on_redis: F,
+        in_memory: impl FnOnce(&MemoryStore) -> T,
+    ) -> Result<T, StoreError>
+    where
+        F: FnOnce(&'a RedisStore) -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
+        let started = Instant::now();
+        let Some((redis, link)) = &self.redis else {
+            let r = in_memory(&self.memory);
+            op.record(started, true);
+            return Ok(r);
+        };
+        if link.degraded() {
+            return Ok(in_memory(&self.memory));
+        }
+        match on_redis(redis).await {
+            Ok(r) => {
+                op.record(started, true);
+                Ok(r)
+            }
+            Err(e) => {
+                op.record(started, false);
+                match link.on_failure() {
+                    RedisFailure::Reject => Err(e),
+                    RedisFailure::Degrade => {
+                        link.degrade(&e);
+                        Ok(in_memory(&self.memory))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decides one envelope for `device` at `now_ms` and records the forward, if any.
+    pub async fn admit(
+        &self,
+        device: &DeviceToken,
+        collapse_id: &str,
+        flap_key: &str,
+        now_ms: i64,
+    ) -> Result<Admission, StoreError> {
+        self.run(
+            StoreOp::Admit,
+            |r| r.admit(device, collapse_id, flap_key, now_ms),
+            |m| m.admit(device, collapse_id, flap_key, now_ms),
+        )
+        .await
+    }
+
+    /// Undoes the forward `ticket` recorded (and any hold on the alert).
+    pub async fn rollback(
+        &self,
+        device: &DeviceToken,
+        collapse_id: &str,
+        flap_key: &str,
+        ticket: &Ticket,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.run(
+            StoreOp::Rollback,
+            |r| r.rollback(device, collapse_id, flap_key, ticket, now_ms),
+            |m| m.rollback(device, collapse_id, flap_key, ticket, now_ms),
+        )
+        .await
+    }
+
+    /// Remembers the environment a device worked on.
+    pub async fn remember_env(
+        &self,
+        device: &DeviceToken,
+        env: Environment,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.run(
+            StoreOp::RememberEnv,
+            |r| r.remember_env(device, env, now_ms),
+            |m| m.remember_env(device, env, now_ms),
+        )
+        .await
+    }
+
+    /// Holds an alert while its forward waits in the retry queue.
+    pub async fn hold(
+        &self,
+        device: &DeviceToken,
+        collapse_id: &str,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.run(
+            StoreOp::Hold,
+            |r| r.hold(device, collapse_id, until_ms, now_ms),
+            |m| m.hold(device, collapse_id, until_ms, now_ms),
+        )
+        .await
+    }
+
+    /// Ends a hold: the queued forward was delivered.
+    pub async fn release(
+        &self,
+        device: &DeviceToken,
+        collapse_id: &str,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.run(
+            StoreOp::Release,
+            |r| r.hold(device, collapse_id, 0, now_ms),
+            |m| m.release(device, collapse_id, now_ms),
+        )
+        .await
+    }
+
+    /// Remembers that APNs rejected this token for good, for `ttl_ms`.
+    pub async fn bury(
+        &self,
+        device: &DeviceToken,
+        reason: DeadReason,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<(), StoreError> {
+        self.run(
+            StoreOp::Bury,
+            |r| r.bury(device, reason, ttl_ms),
+            |m| m.bury(device, reason, now_ms, ttl_ms),
+        )
+        .await
+    }
+
+    /// The shared bucket of a busy client block (see `crate::v1::clients`):
+    /// `Some(retry_after_s)` when it is empty. Without Redis, while degraded, or when Redis
+    /// fails, the replica's own bucket alone decides (this check never degrades the store or
+    /// fails a request).
+    pub async fn client_take(
+        &self,
+        block: &str,
+        now_ms: i64,
+        capacity: i64,
+        emission_us: i64,
+    ) -> Option<u64> {
+        let (redis, link) = self.redis.as_ref()?;
+        if link.degraded() {
+            return None;
+        }
+        let started = Instant::now();
+        let r = redis
+            .client_take(block, now_ms, capacity, emission_us)
+            .await;
+        StoreOp::Client.record(started, r.is_ok());
+        r.ok().flatten()
+    }
+}

@@ -1,0 +1,282 @@
+//! The retry queue as the relay uses it ([`RetryQueue`]): this replica's in-process queue
+//! ([`MemoryQueue`]) and the shared queue in Redis ([`RedisQueue`]) side by side, with the
+//! vocabulary (items, claims, fencing, sealing) in [`super::queue`].
+//!
+//! New items go to Redis when it is there and answering, else in process; claims take from
+//! both (the in-process queue first, then one Redis shard, round robin over calls); a
+//! claimed item is settled where it lives ([`Origin`]). Items queued in process while Redis
+//! was away are handed over when it answers again and at shutdown
+//! ([`RetryQueue::flush_local`]).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::common::{Link, RedisFailure, StoreError, StoreOp};
+use super::memory::queue::MemoryQueue;
+use super::queue::{Claimed, Fenced, Pending};
+use super::redis::queue::{RedisQueue, ShardStats, SHARDS};
+
+/// Which queue a claimed item came from, so it is settled where it lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// This replica's in-process queue.
+    Local,
+    /// The shared queue in Redis.
+    Shared,
+}
+
+/// A claimed retry item, with where it lives.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    /// The item and its fencing token.
+    pub claimed: Claimed,
+    /// Where it lives.
+    pub origin: Origin,
+}
+
+/// The retry queue's numbers, for the gauges.
+#[derive(Debug, Clone, Default)]
+pub struct QueueStats {
+    /// This replica's in-process queue: depth and the oldest acceptance.
+    pub local: (usize, Option<i64>),
+    /// The shared queue, when there is one and Redis answered.
+    pub shared: Option<Result<ShardStats, String>>,
+}
+
+/// The retry queue: in process, and in Redis when configured.
+#[derive(Debug)]
+pub struct RetryQueue {
+    memory: MemoryQueue,
+    /// The link, and the shared queue when this deployment can deliver (else it never
+    /// queues in Redis).
+    redis: Option<(Arc<Link>, Option<RedisQueue>)>,
+    next_shard: AtomicUsize,
+}
+
+impl RetryQueue {
+    /// In process only.
+    pub(crate) fn memory() -> Self {
+        Self {
+            memory: MemoryQueue::default(),
+            redis: None,
+            next_shard: AtomicUsize::new(0),
+        }
+    }
+
+    /// In Redis (when `queue` is there), with the in-process queue beside it.
+    pub(crate) fn redis(queue: Option<RedisQueue>, link: Arc<Link>) -> Self {
+        Self {
+            memory: MemoryQueue::default(),
+            redis: Some((link, queue)),
+            next_shard: AtomicUsize::new(0),
+        }
+    }
+
+    /// The shared queue, whatever the link's state (a claimed item settles where it lives).
+    fn shared(&self) -> Option<&RedisQueue> {
+        self.redis.as_ref().and_then(|(_, q)| q.as_ref())
+    }
+
+    /// The shared queue for new work: `None` while degraded.
+    fn live(&self) -> Option<&RedisQueue> {
+        let (link, queue) = self.redis.as_ref()?;
+        if link.degraded() {
+            return None;
+        }
+        queue.as_ref()
+    }
+
+    /// A queue operation failed on Redis: degrade (and carry on in process) or fail.
+    fn failed(&self, e: StoreError) -> Result<(), StoreError> {
+        match (&self.redis, &e) {
+            (_, StoreError::Full) => Err(e),
+            (Some((link, _)), _) if link.on_failure() == RedisFailure::Degrade => {
+                link.degrade(&e);
+                Ok(())
+            }
+            _ => Err(e),
+        }
+    }
+
+    async fn put_shared(
+        q: &RedisQueue,
+        item: &Pending,
+        due_ms: i64,
+        fence: u64,
+        now_ms: i64,
+    ) -> Result<Fenced, StoreError> {
+        StoreOp::QueuePut
+            .timed(q.put(item, due_ms, fence, now_ms))
+            .await
+    }
+
+    /// Puts a new item in the retry queue, due at `due_ms`: in Redis when it is there and
+    /// answering, else in process.
+    pub async fn enqueue(
+        &self,
+        item: &Pending,
+        due_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        if let Some(q) = self.live() {
+            match Self::put_shared(q, item, due_ms, 0, now_ms).await {
+                Ok(_) => return Ok(()),
+                Err(e) => self.failed(e)?,
+            }
+        }
+        self.memory
+            .put(item.clone(), due_ms, 0)
+            .map(|_| ())
+            .map_err(|()| StoreError::Full)
+    }
+
+    /// Reschedules a claimed item as its claimer: `Stale` when the claim is no longer
+    /// current (another replica owns the item now; nothing was written).
+    pub async fn reschedule(
+        &self,
+        lease: &Lease,
+        item: &Pending,
+        due_ms: i64,
+        now_ms: i64,
+    ) -> Result<Fenced, StoreError> {
+        match lease.origin {
+            Origin::Local => {
+                if let Some(q) = self.live() {
+                    // Redis is back: the item moves to the shared queue, where any replica
+                    // can deliver it.
+                    if self.memory.ack(&item.id, lease.claimed.fence) == Fenced::Stale {
+                        return Ok(Fenced::Stale);
+                    }
+                    match Self::put_shared(q, item, due_ms, 0, now_ms).await {
+                        Ok(_) => return Ok(Fenced::Done),
+                        Err(e) => self.failed(e)?,
+                    }
+                    return self
+                        .memory
+                        .put(item.clone(), due_ms, 0)
+                        .map_err(|()| StoreError::Full);
+                }
+                self.memory
+                    .put(item.clone(), due_ms, lease.claimed.fence)
+                    .map_err(|()| StoreError::Full)
+            }
+            Origin::Shared => {
+                let Some(q) = self.shared() else {
+                    return Ok(Fenced::Stale);
+                };
+                Self::put_shared(q, item, due_ms, lease.claimed.fence, now_ms).await
+            }
+        }
+    }
+
+    /// Claims up to `max` due items: from the in-process queue and from one shard of the
+    /// Redis queue (round robin over calls). Items that could not be opened are counted.
+    pub async fn claim(&self, now_ms: i64, lease_until_ms: i64, max: usize) -> Vec<Lease> {
+        let mut out: Vec<Lease> = self
+            .memory
+            .claim(now_ms, lease_until_ms, max)
+            .into_iter()
+            .map(|claimed| Lease {
+                claimed,
+                origin: Origin::Local,
+            })
+            .collect();
+        let room = max - out.len();
+        if room == 0 {
+            return out;
+        }
+        if let Some(q) = self.live() {
+            let shard = self.next_shard.fetch_add(1, Ordering::Relaxed) % SHARDS;
+            let r = StoreOp::QueueClaim
+                .timed(q.claim(shard, now_ms, lease_until_ms, room))
+                .await;
+            match r {
+                Ok(got) => {
+                    if got.unopenable > 0 {
+                        crate::metrics::retry_unopenable(got.unopenable);
+                    }
+                    out.extend(got.items.into_iter().map(|claimed| Lease {
+                        claimed,
+                        origin: Origin::Shared,
+                    }));
+                }
+                Err(e) => {
+                    let _ = self.failed(e);
+                }
+            }
+        }
+        out
+    }
+
+    /// Removes a claimed item (delivered, refused for good, or expired) as its claimer.
+    pub async fn ack(&self, lease: &Lease) -> Result<Fenced, StoreError> {
+        let id = &lease.claimed.item.id;
+        match lease.origin {
+            Origin::Local => Ok(self.memory.ack(id, lease.claimed.fence)),
+            Origin::Shared => {
+                let Some(q) = self.shared() else {
+                    return Ok(Fenced::Stale);
+                };
+                StoreOp::QueueAck
+                    .timed(q.ack(id, lease.claimed.fence))
+                    .await
+            }
+        }
+    }
+
+    /// Whether Redis came back since the last call (the local queue should be handed over).
+    pub fn take_recovered(&self) -> bool {
+        self.redis
+            .as_ref()
+            .is_some_and(|(link, _)| link.take_recovered())
+    }
+
+    /// Hands the items the in-process queue holds (and no claim does) to the shared queue,
+    /// so any replica can deliver them: after a Redis outage, and at shutdown. Returns how
+    /// many moved; items Redis refuses stay in process.
+    pub async fn flush_local(&self, now_ms: i64) -> usize {
+        let Some(q) = self.live() else {
+            return 0;
+        };
+        let mut moved = 0;
+        for (item, due) in self.memory.drain_unclaimed(now_ms) {
+            match Self::put_shared(q, &item, due, 0, now_ms).await {
+                Ok(_) => moved += 1,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not hand a locally queued notification to Redis; it stays in process");
+                    let _ = self.memory.put(item, due, 0);
+                }
+            }
+        }
+        if moved > 0 {
+            tracing::info!(
+                moved,
+                "handed locally queued notifications to the shared queue"
+            );
+        }
+        moved
+    }
+
+    /// The retry queue's numbers: this replica's in-process queue, and the shared one.
+    pub async fn stats(&self) -> QueueStats {
+        let shared = match self.live() {
+            Some(q) => {
+                let started = Instant::now();
+                let r = q.stats().await;
+                StoreOp::QueueDepth.record(started, r.is_ok());
+                Some(r.map_err(|e| e.to_string()))
+            }
+            None => None,
+        };
+        QueueStats {
+            local: self.memory.stats(),
+            shared,
+        }
+    }
+
+    /// Items waiting in this replica's in-process queue.
+    pub fn local_len(&self) -> usize {
+        self.memory.len()
+    }
+}
