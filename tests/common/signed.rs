@@ -99,16 +99,26 @@ impl SignedRelay {
         admin_call(&self.socket, method, path, body).await
     }
 
-    /// Enrols `s` for `topics` and checks the answer.
+    /// Enrols `s` for `topics` and checks the answer. A 503 (a store with a short
+    /// `RELAY_REDIS_TIMEOUT_MS` on a busy machine) is tried again for up to 10 s: setting
+    /// up never depends on the machine's speed.
     pub async fn enroll(&self, s: &Signer, topics: &[&str]) {
-        let (status, v) = self
-            .admin_call(
-                "PUT",
-                &format!("/admin/v1/signers/{}", s.id),
-                Some(json!({"publicKey": s.public(), "topics": topics})),
-            )
-            .await;
-        assert!(status == 201 || status == 200, "{status} {v}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (status, v) = self
+                .admin_call(
+                    "PUT",
+                    &format!("/admin/v1/signers/{}", s.id),
+                    Some(json!({"publicKey": s.public(), "topics": topics})),
+                )
+                .await;
+            if status == 503 && std::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            assert!(status == 201 || status == 200, "{status} {v}");
+            return;
+        }
     }
 
     pub async fn push(&self, body: &Value) -> Resp {
