@@ -69,6 +69,9 @@ pub enum Environment {
 }
 
 impl Environment {
+    /// Both environments.
+    pub const ALL: [Environment; 2] = [Environment::Production, Environment::Sandbox];
+
     /// The metric label and log name.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -66,10 +66,10 @@ pub(crate) mod store;
 
 /// The pieces the benchmark, the fuzz targets and a few integration tests drive directly.
 pub mod parts {
+    pub use crate::app::register_metrics;
     pub use crate::delivery::alert::DEFAULT_MAX_CIPHERTEXT_CHARS;
     pub use crate::delivery::Alert;
     pub use crate::mailbox::ice;
-    pub use crate::metrics::register_known as register_metrics;
     pub use crate::push::fcm;
     pub use crate::secret::Secret;
     pub use crate::signed::request::SignedPush;

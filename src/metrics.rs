@@ -154,39 +154,6 @@ const FINE_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 ];
 
-/// The signed API's (route, code) pairs registered at start-up.
-const SIGNED_CODES: &[(&str, &str)] = &[
-    ("push", "created"),
-    ("push", "replayed"),
-    ("push", "invalid_request"),
-    ("push", "too_large"),
-    ("push", "bad_signature"),
-    ("push", "unknown_signer"),
-    ("push", "revoked_signer"),
-    ("push", "topic_not_allowed"),
-    ("push", "stale_request"),
-    ("push", "request_id_conflict"),
-    ("push", "unavailable"),
-    ("receipt", "ok"),
-    ("receipt", "unauthorized"),
-    ("receipt", "not_found"),
-    ("events", "ok"),
-];
-
-/// The signed API's routes, in the order of [`SIGNED_CODES`] (each once).
-fn signed_routes() -> impl Iterator<Item = &'static str> {
-    SIGNED_CODES
-        .iter()
-        .enumerate()
-        .filter(|(i, (route, _))| !SIGNED_CODES[..*i].iter().any(|(r, _)| r == route))
-        .map(|(_, (route, _))| *route)
-}
-
-/// APNs environments, as labelled.
-pub const ENVIRONMENTS: &[&str] = &["production", "sandbox"];
-/// Retry results, as labelled.
-pub const RETRY_RESULTS: &[&str] = &["delivered", "retry", "failed", "expired"];
-
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
 /// Installs the Prometheus recorder (once per process) and returns its handle.
@@ -207,22 +174,46 @@ pub fn handle() -> PrometheusHandle {
         .clone()
 }
 
-/// Registers every series whose label values are known, at zero: the intake's
-/// (outcome, status) pairs, APNs environments, retry results, the store's operations.
-pub fn register_known(intake: &[(&'static str, &'static str)], store_ops: &[&'static str]) {
-    for (outcome, status) in intake {
+/// The label values of the core series, from the types that own them.
+#[derive(Debug, Clone, Copy)]
+pub struct CoreLabels<'a> {
+    /// The v1 intake's (outcome, status) pairs.
+    pub intake: &'a [(&'static str, &'static str)],
+    /// The store's operations.
+    pub store_ops: &'a [&'static str],
+    /// The APNs environments.
+    pub environments: &'a [&'static str],
+    /// The results of a retry attempt.
+    pub retry_results: &'a [&'static str],
+    /// The retry queue's scopes.
+    pub queue_scopes: &'a [&'static str],
+    /// The signed routes.
+    pub signed_routes: &'a [&'static str],
+    /// The (route, code) pairs the signed routes are registered with.
+    pub signed: &'a [(&'static str, &'static str)],
+    /// The kinds of receipt read.
+    pub receipt_reads: &'a [&'static str],
+    /// The ICE providers.
+    pub ice_providers: &'a [&'static str],
+}
+
+/// Registers the core series at zero from the label values their owners list: the
+/// intake's (outcome, status) pairs, APNs environments, retry results and queue scopes, the
+/// store's operations, the signed routes and codes, receipt reads and ICE providers.
+pub fn register_known(l: CoreLabels<'_>) {
+    for (outcome, status) in l.intake {
         counter!(INTAKE_REQUESTS, "outcome" => *outcome, "status" => *status).absolute(0);
         let _ = histogram!(INTAKE_DURATION, "outcome" => *outcome);
     }
-    for env in ENVIRONMENTS {
+    for env in l.environments {
         let _ = histogram!(APNS_DURATION, "environment" => *env);
         counter!(APNS_REQUESTS, "environment" => *env, "status" => "200", "reason" => "none")
             .absolute(0);
     }
-    for r in RETRY_RESULTS {
+    for r in l.retry_results {
         counter!(RETRY_ATTEMPTS, "result" => *r).absolute(0);
     }
-    for op in store_ops {
+    for op in l.store_ops {
         counter!(STORE_ERRORS, "op" => *op).absolute(0);
         let _ = histogram!(STORE_DURATION, "op" => *op);
     }
@@ -233,30 +224,47 @@ pub fn register_known(intake: &[(&'static str, &'static str)], store_ops: &[&'st
     counter!(FANOUT_LAGGED).absolute(0);
     counter!(SIGNED_REPLAYS).absolute(0);
     gauge!(EVENT_STREAMS_OPEN).set(0.0);
-    for r in ["valid", "invalid"] {
-        counter!(SIGNATURE_VERIFICATIONS, "result" => r).absolute(0);
+    for valid in [true, false] {
+        counter!(SIGNATURE_VERIFICATIONS, "result" => verification_result(valid)).absolute(0);
     }
-    for (route, code) in SIGNED_CODES {
+    for (route, code) in l.signed {
         counter!(SIGNED_REQUESTS, "route" => *route, "code" => *code).absolute(0);
     }
-    for route in signed_routes() {
-        let _ = histogram!(SIGNED_DURATION, "route" => route);
+    for route in l.signed_routes {
+        let _ = histogram!(SIGNED_DURATION, "route" => *route);
     }
-    for k in ["receipt", "events", "admin"] {
-        counter!(RECEIPT_READS, "kind" => k).absolute(0);
+    for k in l.receipt_reads {
+        counter!(RECEIPT_READS, "kind" => *k).absolute(0);
     }
-    for provider in ["stun", "coturn", "cloudflare"] {
-        for outcome in ["ok", "error"] {
-            counter!(ICE_REQUESTS, "provider" => provider, "outcome" => outcome).absolute(0);
+    for provider in l.ice_providers {
+        for ok in [true, false] {
+            counter!(ICE_REQUESTS, "provider" => *provider, "outcome" => ice_outcome(ok))
+                .absolute(0);
         }
     }
     let _ = histogram!(FANOUT_DELAY);
     gauge!(DEGRADED).set(0.0);
     gauge!(INFLIGHT).set(0.0);
     gauge!(MEMORY_DEVICES).set(0.0);
-    for scope in ["shared", "local"] {
-        gauge!(RETRY_QUEUE_DEPTH, "scope" => scope).set(0.0);
-        gauge!(RETRY_QUEUE_OLDEST_AGE, "scope" => scope).set(0.0);
+    for scope in l.queue_scopes {
+        gauge!(RETRY_QUEUE_DEPTH, "scope" => *scope).set(0.0);
+        gauge!(RETRY_QUEUE_OLDEST_AGE, "scope" => *scope).set(0.0);
+    }
+}
+
+fn verification_result(valid: bool) -> &'static str {
+    if valid {
+        "valid"
+    } else {
+        "invalid"
+    }
+}
+
+fn ice_outcome(ok: bool) -> &'static str {
+    if ok {
+        "ok"
+    } else {
+        "error"
     }
 }
 
@@ -406,8 +414,7 @@ pub fn signed_request(route: &'static str, code: &'static str, elapsed: Duration
 
 /// One signature checked.
 pub fn signature_verification(valid: bool) {
-    let result = if valid { "valid" } else { "invalid" };
-    counter!(SIGNATURE_VERIFICATIONS, "result" => result).increment(1);
+    counter!(SIGNATURE_VERIFICATIONS, "result" => verification_result(valid)).increment(1);
 }
 
 /// An exact replay answered (nothing sent).
@@ -425,10 +432,10 @@ pub fn receipt_read(kind: &'static str) {
     counter!(RECEIPT_READS, "kind" => kind).increment(1);
 }
 
-/// One ICE provider's part of an ICE answer: `provider` stun, coturn or cloudflare,
-/// `outcome` ok or error (only cloudflare can fail; its error makes the answer 502).
-pub fn ice_request(provider: &'static str, outcome: &'static str) {
-    counter!(ICE_REQUESTS, "provider" => provider, "outcome" => outcome).increment(1);
+/// One ICE provider's part of an ICE answer, labelled `outcome` ok or error (only
+/// cloudflare can fail; its error makes the answer 502).
+pub fn ice_request(provider: &'static str, ok: bool) {
+    counter!(ICE_REQUESTS, "provider" => provider, "outcome" => ice_outcome(ok)).increment(1);
 }
 
 /// One admin API request.

@@ -554,7 +554,7 @@ fn each_providers_outcome_is_counted() {
     let handle = recorder.handle();
     ::metrics::with_local_recorder(&recorder, || {
         // Every series exists at zero before the first request.
-        sealrelay::parts::register_metrics(&[], &[]);
+        sealrelay::parts::register_metrics();
         let text = handle.render();
         for provider in ["stun", "coturn", "cloudflare"] {
             for outcome in ["ok", "error"] {

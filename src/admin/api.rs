@@ -265,7 +265,7 @@ async fn receipt(
         .map_err(|e| unavailable(&e).with_push(&id))?
         .ok_or_else(|| ApiError::not_found("no such push").with_push(&id))?;
     let r = api.abandonment.settle(&api.store, r, now).await;
-    crate::metrics::receipt_read("admin");
+    crate::metrics::receipt_read(crate::signed::api::ReadKind::Admin.as_str());
     Ok(json(StatusCode::OK, &crate::signed::receipt::render(&r)))
 }
 

@@ -142,16 +142,37 @@ pub struct App {
     cfg: Config,
 }
 
+/// Registers every series whose label values are known at zero, each label set taken from
+/// the type that owns it, so dashboards and `rate()` work before the first event.
+pub fn register_metrics() {
+    use crate::signed::api::{ReadKind, Route};
+    let signed: Vec<(&'static str, &'static str)> = Route::ALL
+        .iter()
+        .flat_map(|r| r.codes().iter().map(move |c| (r.as_str(), c.as_str())))
+        .collect();
+    crate::metrics::register_known(crate::metrics::CoreLabels {
+        intake: crate::v1::answer::LABELS,
+        store_ops: &crate::store::StoreOp::LABELS,
+        environments: &crate::device::Environment::ALL.map(|e| e.as_str()),
+        retry_results: &crate::delivery::retry::RetryResult::ALL.map(|r| r.as_str()),
+        queue_scopes: &crate::delivery::retry::QueueScope::ALL.map(|q| q.as_str()),
+        signed_routes: &Route::ALL.map(|r| r.as_str()),
+        signed: &signed,
+        receipt_reads: &ReadKind::ALL.map(|k| k.as_str()),
+        ice_providers: &crate::mailbox::ice::Provider::ALL.map(|p| p.as_str()),
+    });
+    crate::metrics::register_store_decode_errors(&crate::store::DecodeKind::LABELS);
+    crate::metrics::register_front_ends(
+        crate::store::receipts::STATES.iter().map(|s| s.as_str()),
+        transport::Transport::ALL.map(transport::Transport::label),
+        &transport::Transport::STATUSES.map(|s| s.as_u16()),
+    );
+}
+
 impl App {
     /// Builds the relay from a validated configuration.
     pub fn build(cfg: Config, clock: Clock) -> anyhow::Result<Self> {
-        crate::metrics::register_known(crate::v1::answer::LABELS, &crate::store::StoreOp::LABELS);
-        crate::metrics::register_store_decode_errors(&crate::store::DecodeKind::LABELS);
-        crate::metrics::register_front_ends(
-            crate::store::receipts::STATES.iter().map(|s| s.as_str()),
-            transport::Transport::ALL.map(transport::Transport::label),
-            &transport::Transport::STATUSES.map(|s| s.as_u16()),
-        );
+        register_metrics();
         let store = Arc::new(build_store(&cfg)?);
         let apns: Option<Arc<ApnsClient>> = match &cfg.delivery {
             // Apple checks the provider token's `iat` against real time, so the client signs

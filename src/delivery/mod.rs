@@ -452,7 +452,7 @@ impl Delivery {
         if attempt.verdict.class() != VerdictClass::TokenDead {
             return;
         }
-        let dead = match DeadReason::from_reason(attempt.verdict.reason.text()) {
+        let dead = match attempt.verdict.reason.buries() {
             Some(DeadReason::BadDeviceToken) if !attempt.bad_everywhere => None,
             other => other,
         };

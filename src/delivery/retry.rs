@@ -24,6 +24,61 @@ use crate::store::queue::{backoff_ms, random_u32, Fenced, Pending};
 use crate::store::receipts::{State, Update};
 use crate::store::Lease;
 
+/// What one retry attempt came to, as labelled in `sealrelay_retry_attempts_total{result}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryResult {
+    /// The service took it.
+    Delivered,
+    /// Put back for a later attempt.
+    Retry,
+    /// Refused for good.
+    Failed,
+    /// Its deadline passed before it could be sent.
+    Expired,
+}
+
+impl RetryResult {
+    /// Every result.
+    pub const ALL: [RetryResult; 4] = [
+        RetryResult::Delivered,
+        RetryResult::Retry,
+        RetryResult::Failed,
+        RetryResult::Expired,
+    ];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetryResult::Delivered => "delivered",
+            RetryResult::Retry => "retry",
+            RetryResult::Failed => "failed",
+            RetryResult::Expired => "expired",
+        }
+    }
+}
+
+/// Which queue a gauge describes, as labelled in `sealrelay_retry_queue_*{scope}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueScope {
+    /// The queue in the shared store.
+    Shared,
+    /// This replica's in-process queue (a store that is away, or the embedded store).
+    Local,
+}
+
+impl QueueScope {
+    /// Every scope.
+    pub const ALL: [QueueScope; 2] = [QueueScope::Shared, QueueScope::Local];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueueScope::Shared => "shared",
+            QueueScope::Local => "local",
+        }
+    }
+}
+
 /// How often an idle retry worker looks for due items.
 const POLL: Duration = Duration::from_millis(100);
 /// Items claimed per poll.
@@ -103,9 +158,17 @@ impl Delivery {
         let now = self.clock.now_ms();
         let age = |oldest: Option<i64>| oldest.map_or(0.0, |o| (now - o).max(0) as f64 / 1000.0);
         let stats = self.store.queue().stats().await;
-        metrics::retry_queue("local", stats.local.0, age(stats.local.1));
+        metrics::retry_queue(
+            QueueScope::Local.as_str(),
+            stats.local.0,
+            age(stats.local.1),
+        );
         if let Some(Ok(s)) = stats.shared {
-            metrics::retry_queue("shared", s.depth, age(s.oldest_accepted_ms));
+            metrics::retry_queue(
+                QueueScope::Shared.as_str(),
+                s.depth,
+                age(s.oldest_accepted_ms),
+            );
         }
     }
 
@@ -144,7 +207,7 @@ impl Delivery {
         let now = self.clock.now_ms();
         match attempt.verdict.class() {
             VerdictClass::Delivered => {
-                metrics::retry_attempt("delivered");
+                metrics::retry_attempt(RetryResult::Delivered.as_str());
                 tracing::info!(device = %device.hash8(), attempts = item.attempts, "queued notification delivered");
                 match self.store.queue().ack(&lease).await {
                     Ok(Fenced::Done) => {}
@@ -170,7 +233,7 @@ impl Delivery {
                 if due >= item.expires_ms() {
                     return self.expire(&device, &lease).await;
                 }
-                metrics::retry_attempt("retry");
+                metrics::retry_attempt(RetryResult::Retry.as_str());
                 match self.store.queue().reschedule(&lease, &item, due, now).await {
                     Ok(Fenced::Done) => {}
                     Ok(Fenced::Stale) => {
@@ -182,7 +245,7 @@ impl Delivery {
                 }
             }
             _ => {
-                metrics::retry_attempt("failed");
+                metrics::retry_attempt(RetryResult::Failed.as_str());
                 tracing::warn!(device = %device.hash8(), reason = attempt.verdict.reason_label(), "queued notification refused by APNs");
                 if let Ok(Fenced::Done) = self.store.queue().ack(&lease).await {
                     self.settle_refusal(
@@ -204,7 +267,7 @@ impl Delivery {
     async fn expire(&self, device: &DeviceToken, lease: &Lease) {
         let item: &Pending = &lease.claimed.item;
         if let Ok(Fenced::Done) = self.store.queue().ack(lease).await {
-            metrics::retry_attempt("expired");
+            metrics::retry_attempt(RetryResult::Expired.as_str());
             tracing::warn!(device = %device.hash8(), attempts = item.attempts, "queued notification expired undelivered");
             self.rollback(device, &item.collapse_id, &item.flap_key, &item.ticket())
                 .await;

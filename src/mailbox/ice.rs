@@ -33,6 +33,31 @@ use serde_json::{json, Map, Value};
 
 use crate::secret::Secret;
 
+/// An ICE provider, as labelled in `sealrelay_ice_requests_total{provider}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    /// The configured STUN URLs.
+    Stun,
+    /// coturn's TURN REST credentials, made here.
+    Coturn,
+    /// Cloudflare's TURN credentials, fetched.
+    Cloudflare,
+}
+
+impl Provider {
+    /// Every provider.
+    pub const ALL: [Provider; 3] = [Provider::Stun, Provider::Coturn, Provider::Cloudflare];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Stun => "stun",
+            Provider::Coturn => "coturn",
+            Provider::Cloudflare => "cloudflare",
+        }
+    }
+}
+
 /// How long a Cloudflare credentials request may take, from connecting to the last byte of
 /// the answer. Cloudflare answers in well under a second; five seconds stays below the
 /// patience of a device setting up a call, which then sees a 502 and may retry.
@@ -291,7 +316,7 @@ impl Ice {
         let mut servers = Vec::with_capacity(4);
         if let Some(stun) = &self.stun {
             servers.push(stun.clone());
-            crate::metrics::ice_request("stun", "ok");
+            crate::metrics::ice_request(Provider::Stun.as_str(), true);
         }
         if let Some(c) = &self.coturn {
             let (username, credential) = turn_rest_credentials(
@@ -305,16 +330,16 @@ impl Ice {
                 "username": username,
                 "credential": credential,
             }));
-            crate::metrics::ice_request("coturn", "ok");
+            crate::metrics::ice_request(Provider::Coturn.as_str(), true);
         }
         if let Some(cf) = &self.cloudflare {
             match cf.fetch().await {
                 Ok(list) => {
                     servers.extend(list);
-                    crate::metrics::ice_request("cloudflare", "ok");
+                    crate::metrics::ice_request(Provider::Cloudflare.as_str(), true);
                 }
                 Err(why) => {
-                    crate::metrics::ice_request("cloudflare", "error");
+                    crate::metrics::ice_request(Provider::Cloudflare.as_str(), false);
                     tracing::warn!(provider = "cloudflare", reason = %why, "ICE provider failed; the ICE answer is 502");
                     return Err(IceError::Upstream);
                 }

@@ -162,16 +162,6 @@ impl DeadReason {
             DeadReason::BadDeviceToken => "BadDeviceToken",
         }
     }
-
-    /// Parses Apple's reason; `None` for reasons that do not bury a token.
-    pub fn from_reason(reason: &str) -> Option<Self> {
-        match reason {
-            "Unregistered" => Some(DeadReason::Unregistered),
-            "ExpiredToken" => Some(DeadReason::ExpiredToken),
-            "BadDeviceToken" => Some(DeadReason::BadDeviceToken),
-            _ => None,
-        }
-    }
 }
 
 /// The record of one admitted forward: what [`rollback`] needs to undo exactly it.

@@ -24,6 +24,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::device::Environment;
+use crate::policy::DeadReason;
 use crate::secret::Secret;
 
 /// A boxed future, for the object-safe [`Push`] trait.
@@ -116,6 +117,16 @@ impl Reason {
             Reason::Unreachable => "unreachable",
             Reason::Apns(r) => r.as_str(),
             Reason::Fcm(r) => r.label(),
+        }
+    }
+
+    /// The tombstone a token refused for this reason earns: `Some` for the reasons that
+    /// say the token will never work again (Apple's `Unregistered`, `ExpiredToken`,
+    /// `BadDeviceToken`), `None` otherwise.
+    pub fn buries(self) -> Option<DeadReason> {
+        match self {
+            Reason::Apns(r) => r.buries(),
+            Reason::None | Reason::Unreachable | Reason::Fcm(_) => None,
         }
     }
 

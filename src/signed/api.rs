@@ -24,7 +24,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use super::abandoned::Abandonment;
-use super::error::ApiError;
+use super::error::{ApiError, Code};
 use super::receipt;
 use super::request::{SignedPush, MAX_BODY_BYTES};
 use super::sig::{self, ReadAuthorization};
@@ -91,6 +91,78 @@ impl Signed {
     }
 }
 
+/// A `/v2` route, as labelled in `sealrelay_signed_requests_total{route}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `POST /v2/pushes`.
+    Push,
+    /// `GET /v2/pushes/<id>`.
+    Receipt,
+    /// `GET /v2/pushes/<id>/events`.
+    Events,
+}
+
+impl Route {
+    /// Every route.
+    pub const ALL: [Route; 3] = [Route::Push, Route::Receipt, Route::Events];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Route::Push => "push",
+            Route::Receipt => "receipt",
+            Route::Events => "events",
+        }
+    }
+
+    /// The codes this route's series are registered with at zero: every code it answers
+    /// but the rare 405.
+    pub fn codes(self) -> &'static [Code] {
+        match self {
+            Route::Push => &[
+                Code::Created,
+                Code::Replayed,
+                Code::InvalidRequest,
+                Code::TooLarge,
+                Code::BadSignature,
+                Code::UnknownSigner,
+                Code::RevokedSigner,
+                Code::TopicNotAllowed,
+                Code::StaleRequest,
+                Code::RequestIdConflict,
+                Code::Unavailable,
+            ],
+            Route::Receipt => &[Code::Ok, Code::Unauthorized, Code::NotFound],
+            Route::Events => &[Code::Ok],
+        }
+    }
+}
+
+/// Who read a receipt, as labelled in `sealrelay_receipt_reads_total{kind}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadKind {
+    /// `GET /v2/pushes/<id>`.
+    Receipt,
+    /// An event stream opened.
+    Events,
+    /// The admin API's receipt read.
+    Admin,
+}
+
+impl ReadKind {
+    /// Every kind.
+    pub const ALL: [ReadKind; 3] = [ReadKind::Receipt, ReadKind::Events, ReadKind::Admin];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadKind::Receipt => "receipt",
+            ReadKind::Events => "events",
+            ReadKind::Admin => "admin",
+        }
+    }
+}
+
 /// The `/v2` routes.
 pub fn routes(signed: Arc<Signed>) -> Router {
     Router::new()
@@ -121,8 +193,8 @@ fn unavailable(e: &StoreError) -> ApiError {
     ApiError::unavailable()
 }
 
-fn finish(route: &'static str, code: &'static str, started: Instant, resp: Response) -> Response {
-    metrics::signed_request(route, code, started.elapsed());
+fn finish(route: Route, code: Code, started: Instant, resp: Response) -> Response {
+    metrics::signed_request(route.as_str(), code.as_str(), started.elapsed());
     resp
 }
 
@@ -138,9 +210,9 @@ async fn push(State(s): State<Arc<Signed>>, req: Request) -> Response {
         Ok((code, resp)) => (code, resp),
         Err(e) => (e.code, e.into_response()),
     };
-    span.record("code", code);
-    tracing::info!(parent: &span, code, status = resp.status().as_u16(), latency_ms = started.elapsed().as_secs_f64() * 1000.0, "signed push");
-    finish("push", code, started, resp)
+    span.record("code", code.as_str());
+    tracing::info!(parent: &span, code = code.as_str(), status = resp.status().as_u16(), latency_ms = started.elapsed().as_secs_f64() * 1000.0, "signed push");
+    finish(Route::Push, code, started, resp)
 }
 
 /// The signer of `key_id`, active: 403 when unknown or revoked, 503 when the store fails.
@@ -162,7 +234,7 @@ fn verified(r: Result<(), sig::SigError>) -> Result<(), ApiError> {
     r.map_err(ApiError::from)
 }
 
-async fn accept(s: &Arc<Signed>, req: Request) -> Result<(&'static str, Response), ApiError> {
+async fn accept(s: &Arc<Signed>, req: Request) -> Result<(Code, Response), ApiError> {
     let body = crate::body::read(req, MAX_BODY_BYTES, s.settings.body_timeout)
         .await
         .map_err(|e| match e {
@@ -210,7 +282,7 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<(&'static str, Response
         Begun::Replay(r) => {
             metrics::signed_replay();
             let r = s.abandonment().settle(s.store(), r, now).await;
-            return Ok(("replayed", json(StatusCode::OK, &receipt::render(&r))));
+            return Ok((Code::Replayed, json(StatusCode::OK, &receipt::render(&r))));
         }
         Begun::New(r) => r,
     };
@@ -220,7 +292,10 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<(&'static str, Response
     let r = tokio::spawn(async move { deliver(&s2, &push, &topic, fresh).await })
         .await
         .map_err(|_| ApiError::unavailable().with_push(&id2))?;
-    Ok(("created", json(StatusCode::CREATED, &receipt::render(&r))))
+    Ok((
+        Code::Created,
+        json(StatusCode::CREATED, &receipt::render(&r)),
+    ))
 }
 
 /// Every target through the delivery core at once; the receipt with their first outcomes.
@@ -339,15 +414,15 @@ async fn read(State(s): State<Arc<Signed>>, Path(id): Path<String>, req: Request
     let pq = path_and_query(&req);
     match authorize_read(&s, req.headers(), &pq, &id).await {
         Ok(r) => {
-            metrics::receipt_read("receipt");
+            metrics::receipt_read(ReadKind::Receipt.as_str());
             finish(
-                "receipt",
-                "ok",
+                Route::Receipt,
+                Code::Ok,
                 started,
                 json(StatusCode::OK, &receipt::render(&r)),
             )
         }
-        Err(e) => finish("receipt", e.code, started, e.into_response()),
+        Err(e) => finish(Route::Receipt, e.code, started, e.into_response()),
     }
 }
 
@@ -376,7 +451,7 @@ async fn events(State(s): State<Arc<Signed>>, Path(id): Path<String>, req: Reque
     let pq = path_and_query(&req);
     let after = match resume_point(&req) {
         Ok(a) => a,
-        Err(e) => return finish("events", e.code, started, e.into_response()),
+        Err(e) => return finish(Route::Events, e.code, started, e.into_response()),
     };
     // Subscribe first, then read: nothing published in between is missed.
     let sub = match s
@@ -388,14 +463,14 @@ async fn events(State(s): State<Arc<Signed>>, Path(id): Path<String>, req: Reque
         Ok(sub) => sub,
         Err(e) => {
             let e = unavailable(&e);
-            return finish("events", e.code, started, e.into_response());
+            return finish(Route::Events, e.code, started, e.into_response());
         }
     };
     let receipt = match authorize_read(&s, req.headers(), &pq, &id).await {
         Ok(r) => r,
-        Err(e) => return finish("events", e.code, started, e.into_response()),
+        Err(e) => return finish(Route::Events, e.code, started, e.into_response()),
     };
-    metrics::receipt_read("events");
+    metrics::receipt_read(ReadKind::Events.as_str());
     let (tx, rx) = tokio::sync::mpsc::channel::<SseEvent>(64);
     tokio::spawn(stream_events(s.clone(), id, receipt, after, sub, tx));
     let mut rx = rx;
@@ -406,7 +481,7 @@ async fn events(State(s): State<Arc<Signed>>, Path(id): Path<String>, req: Reque
     let resp = Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(KEEPALIVE).text("keepalive"))
         .into_response();
-    finish("events", "ok", started, resp)
+    finish(Route::Events, Code::Ok, started, resp)
 }
 
 fn sse(e: &Event) -> SseEvent {

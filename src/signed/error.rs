@@ -6,13 +6,80 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+/// The machine-readable code of an answer: the envelope's `code` and the metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Code {
+    /// 201: a new push was accepted.
+    Created,
+    /// 200: an exact replay, answered with the stored receipt.
+    Replayed,
+    /// 200: a receipt read or an event stream.
+    Ok,
+    /// 400: the body breaks the schema.
+    InvalidRequest,
+    /// 413: the body is over the limit.
+    TooLarge,
+    /// 401: no usable credentials.
+    Unauthorized,
+    /// 401: the signature does not verify.
+    BadSignature,
+    /// 403: no such signer.
+    UnknownSigner,
+    /// 403: the signer was revoked.
+    RevokedSigner,
+    /// 403: the signer may not push to this topic.
+    TopicNotAllowed,
+    /// 403: authenticated, but not allowed this.
+    Forbidden,
+    /// 404.
+    NotFound,
+    /// 405.
+    MethodNotAllowed,
+    /// 409: the request id is taken by another request.
+    RequestIdConflict,
+    /// 422: outside the freshness window.
+    StaleRequest,
+    /// 503: the shared store cannot answer.
+    Unavailable,
+}
+
+impl Code {
+    /// The wire and label text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::Created => "created",
+            Code::Replayed => "replayed",
+            Code::Ok => "ok",
+            Code::InvalidRequest => "invalid_request",
+            Code::TooLarge => "too_large",
+            Code::Unauthorized => "unauthorized",
+            Code::BadSignature => "bad_signature",
+            Code::UnknownSigner => "unknown_signer",
+            Code::RevokedSigner => "revoked_signer",
+            Code::TopicNotAllowed => "topic_not_allowed",
+            Code::Forbidden => "forbidden",
+            Code::NotFound => "not_found",
+            Code::MethodNotAllowed => "method_not_allowed",
+            Code::RequestIdConflict => "request_id_conflict",
+            Code::StaleRequest => "stale_request",
+            Code::Unavailable => "unavailable",
+        }
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An error answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     /// HTTP status.
     pub status: StatusCode,
     /// Machine-readable code, also the metric label.
-    pub code: &'static str,
+    pub code: Code,
     /// Short text; names a member, never repeats a value.
     pub message: String,
     /// The push the error is about, when known.
@@ -20,7 +87,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    fn new(status: StatusCode, code: Code, message: impl Into<String>) -> Self {
         Self {
             status,
             code,
@@ -37,28 +104,28 @@ impl ApiError {
 
     /// 400: the body breaks the schema.
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+        Self::new(StatusCode::BAD_REQUEST, Code::InvalidRequest, message)
     }
 
     /// 413.
     pub fn too_large(limit: usize) -> Self {
         Self::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
+            Code::TooLarge,
             format!("the body is over {limit} bytes"),
         )
     }
 
     /// 401: no usable credentials.
     pub fn unauthorized(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+        Self::new(StatusCode::UNAUTHORIZED, Code::Unauthorized, message)
     }
 
     /// 401: the signature does not verify (or is not 64 bytes of base64url).
     pub fn bad_signature() -> Self {
         Self::new(
             StatusCode::UNAUTHORIZED,
-            "bad_signature",
+            Code::BadSignature,
             "the signature does not verify under the signer's key",
         )
     }
@@ -67,7 +134,7 @@ impl ApiError {
     pub fn unknown_signer() -> Self {
         Self::new(
             StatusCode::FORBIDDEN,
-            "unknown_signer",
+            Code::UnknownSigner,
             "signerKeyId is not enrolled",
         )
     }
@@ -76,7 +143,7 @@ impl ApiError {
     pub fn revoked_signer() -> Self {
         Self::new(
             StatusCode::FORBIDDEN,
-            "revoked_signer",
+            Code::RevokedSigner,
             "the signer was revoked",
         )
     }
@@ -85,26 +152,26 @@ impl ApiError {
     pub fn topic_not_allowed() -> Self {
         Self::new(
             StatusCode::FORBIDDEN,
-            "topic_not_allowed",
+            Code::TopicNotAllowed,
             "the signer is not bound to this topic",
         )
     }
 
     /// 403: authenticated, but not allowed this.
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+        Self::new(StatusCode::FORBIDDEN, Code::Forbidden, message)
     }
 
     /// 404.
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+        Self::new(StatusCode::NOT_FOUND, Code::NotFound, message)
     }
 
     /// 405.
     pub fn method_not_allowed() -> Self {
         Self::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
+            Code::MethodNotAllowed,
             "method not allowed",
         )
     }
@@ -113,7 +180,7 @@ impl ApiError {
     pub fn conflict() -> Self {
         Self::new(
             StatusCode::CONFLICT,
-            "request_id_conflict",
+            Code::RequestIdConflict,
             "requestId was used with another payload",
         )
     }
@@ -122,7 +189,7 @@ impl ApiError {
     pub fn stale(what: &str) -> Self {
         Self::new(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "stale_request",
+            Code::StaleRequest,
             format!("{what} is outside the freshness window (5 minutes before to 30 s after the relay's clock)"),
         )
     }
@@ -131,14 +198,14 @@ impl ApiError {
     pub fn unavailable() -> Self {
         Self::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
+            Code::Unavailable,
             "the relay's shared store is unavailable; retry the same request",
         )
     }
 
     /// The JSON body.
     pub fn body(&self) -> String {
-        let mut e = serde_json::json!({"code": self.code, "message": self.message});
+        let mut e = serde_json::json!({"code": self.code.as_str(), "message": self.message});
         if let Some(id) = &self.push_id {
             e["pushId"] = serde_json::Value::from(id.as_str());
         }

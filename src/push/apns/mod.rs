@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::{Kind, Notification, Payload, Priority, Verdict, VerdictClass};
+use crate::policy::DeadReason;
 use crate::secret::Secret;
 
 /// The APNs module's settings.
@@ -183,6 +184,17 @@ impl Reason {
         }
     }
 
+    /// The tombstone a token refused for this reason earns, for the reasons that say it
+    /// will never work again.
+    pub fn buries(self) -> Option<DeadReason> {
+        match self {
+            Reason::Unregistered => Some(DeadReason::Unregistered),
+            Reason::ExpiredToken => Some(DeadReason::ExpiredToken),
+            Reason::BadDeviceToken => Some(DeadReason::BadDeviceToken),
+            _ => None,
+        }
+    }
+
     /// The class a reason decides whatever the status: the device token is dead or
     /// belongs elsewhere, or the relay's own credentials or topic are wrong. `None`: the
     /// status decides.
@@ -294,6 +306,25 @@ pub(crate) mod tests {
     /// The reason as Apple's answer names it.
     pub(crate) fn parse(s: &str) -> Reason {
         serde_json::from_value(serde_json::Value::from(s)).unwrap()
+    }
+
+    #[test]
+    fn only_the_reasons_of_a_dead_token_bury_it() {
+        for (reason, dead) in [
+            ("Unregistered", Some(DeadReason::Unregistered)),
+            ("ExpiredToken", Some(DeadReason::ExpiredToken)),
+            ("BadDeviceToken", Some(DeadReason::BadDeviceToken)),
+            ("DeviceTokenNotForTopic", None),
+            ("TooManyRequests", None),
+            ("InvalidProviderToken", None),
+            ("SomethingApplePlansNext", None),
+        ] {
+            assert_eq!(parse(reason).buries(), dead, "{reason}");
+            if let Some(d) = dead {
+                // The 410 body quotes Apple's own name for it.
+                assert_eq!(d.as_str(), reason);
+            }
+        }
     }
 
     /// Reasons that mean the device token is dead or belongs elsewhere.

@@ -859,7 +859,7 @@ fn every_rule_and_its_message() {
         // As the push handler answers it.
         let answer = ApiError::invalid(e.message());
         assert_eq!(
-            (answer.code, answer.status.as_u16()),
+            (answer.code.as_str(), answer.status.as_u16()),
             ("invalid_request", 400),
             "case {}",
             c.name

@@ -155,13 +155,13 @@ fn malformed_signatures_are_bad_signature() {
         assert_eq!(e, SigError::Malformed);
         let answer = ApiError::from(e);
         assert_eq!(
-            (answer.code, answer.status.as_u16()),
+            (answer.code.as_str(), answer.status.as_u16()),
             ("bad_signature", 401)
         );
     }
     let answer = ApiError::from(SigError::Mismatch);
     assert_eq!(
-        (answer.code, answer.status.as_u16()),
+        (answer.code.as_str(), answer.status.as_u16()),
         ("bad_signature", 401)
     );
 }
@@ -710,7 +710,10 @@ fn authorization_header_cases() {
         assert_eq!(e, AuthError::Malformed(reason), "{value:?}");
         // As the read handler answers it.
         let answer = ApiError::unauthorized(e.to_string());
-        assert_eq!((answer.code, answer.status.as_u16()), ("unauthorized", 401));
+        assert_eq!(
+            (answer.code.as_str(), answer.status.as_u16()),
+            ("unauthorized", 401)
+        );
     }
     assert_eq!(
         ReadAuthorization::parse(Some(
@@ -754,7 +757,7 @@ fn freshness_window_bounds_are_inclusive() {
     // Either end answers as the handlers answer it.
     let answer = ApiError::stale("ts");
     assert_eq!(
-        (answer.code, answer.status.as_u16()),
+        (answer.code.as_str(), answer.status.as_u16()),
         ("stale_request", 422)
     );
     // The whole window, in seconds (`RELAY_RECEIPT_TTL_S` must not be less).
