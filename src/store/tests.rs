@@ -779,7 +779,7 @@ async fn fanout_between_replicas(url: &str, channels: &[super::fanout::Channel])
         a.publish(c, b"hello", T0).await.unwrap();
         let got = tokio::time::timeout(Duration::from_secs(5), sub.recv())
             .await
-            .expect("message arrives on the other replica");
+            .unwrap_or_else(|_| panic!("message arrives on the other replica: {c:?}"));
         assert_eq!(got.as_deref(), Some(&b"hello"[..]), "{c:?}");
         let got = tokio::time::timeout(Duration::from_secs(5), other.recv())
             .await

@@ -23,9 +23,11 @@ use crate::store::fanout::{Channel, Fanout, Hub, Transport};
 pub struct RedisFanout {
     publisher: Pool,
     subscriber: SubscriberClient,
-    /// Serializes subscribe and unsubscribe calls, so pruning an idle channel cannot undo a
-    /// subscription a new local subscriber just asked for.
-    ops: tokio::sync::Mutex<()>,
+    /// Serializes subscribe, unsubscribe and resubscribe calls, so pruning an idle channel
+    /// cannot undo a subscription a new local subscriber just asked for, and no two of
+    /// them are in flight at once on the subscriber connection (fred matches their replies
+    /// in order; overlapping ones could confirm a subscription the server has not made yet).
+    ops: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for RedisFanout {
@@ -60,6 +62,7 @@ impl RedisFanout {
         let hub: Arc<Hub> = Arc::default();
         let (resync_tx, resync_rx) = watch::channel(0u64);
         let resync_tx = Arc::new(resync_tx);
+        let ops = Arc::new(tokio::sync::Mutex::new(()));
 
         // Messages from Redis to the local subscribers of their channel.
         {
@@ -96,6 +99,7 @@ impl RedisFanout {
         {
             let subscriber = subscriber.clone();
             let resync_tx = resync_tx.clone();
+            let ops = ops.clone();
             let mut reconnects = subscriber.reconnect_rx();
             tokio::spawn(async move {
                 let mut first = true;
@@ -109,7 +113,11 @@ impl RedisFanout {
                             continue;
                         }
                     }
-                    if let Err(e) = subscriber.resubscribe_all().await {
+                    let r = {
+                        let _g = ops.lock().await;
+                        resubscribe(&subscriber).await
+                    };
+                    if let Err(e) = r {
                         tracing::warn!(error = %e, "could not subscribe to fan-out channels again after a reconnect");
                     }
                     resync_tx.send_modify(|n| *n += 1);
@@ -121,11 +129,57 @@ impl RedisFanout {
             Arc::new(RedisFanout {
                 publisher,
                 subscriber,
-                ops: tokio::sync::Mutex::new(()),
+                ops,
             }),
             resync_rx,
         ))
     }
+}
+
+/// Waits until the server has made the plain subscriptions `subscriber` sent so far. fred counts a
+/// `SUBSCRIBE` done once it is written (its reply comes out of band and is dropped), so a
+/// message published right after could reach the server first and be lost; a `PING` on
+/// the same connection (the node a Cluster client sends plain subscriptions to) is
+/// answered only after them. (`SSUBSCRIBE` waits for its own reply.)
+async fn confirm(subscriber: &SubscriberClient) -> Result<(), fred::error::Error> {
+    let slot = fred::util::redis_keyslot(subscriber.id().as_bytes());
+    let ping = fred::types::CustomCommand::new_static(
+        "PING",
+        fred::types::ClusterHash::Custom(slot),
+        false,
+    );
+    subscriber
+        .custom::<Value, Value>(ping, Vec::new())
+        .await
+        .map(|_| ())
+}
+
+/// Subscribes again to every tracked channel, plain ones in one `SUBSCRIBE` and sharded
+/// ones in one `SSUBSCRIBE` per hash slot. Not fred's `resubscribe_all`: that sends a
+/// `SUBSCRIBE` without arguments when only sharded channels are tracked, and the error it
+/// earns can confirm a later subscription before the server has made it (a message
+/// published right after is then lost: seen in `fanout_reaches_another_replica_on_redis`).
+async fn resubscribe(subscriber: &SubscriberClient) -> Result<(), fred::error::Error> {
+    let plain: Vec<String> = subscriber
+        .tracked_channels()
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    if !plain.is_empty() {
+        subscriber.subscribe(plain).await?;
+        confirm(subscriber).await?;
+    }
+    let mut by_slot: std::collections::BTreeMap<u16, Vec<String>> = Default::default();
+    for c in subscriber.tracked_shard_channels() {
+        by_slot
+            .entry(fred::util::redis_keyslot(c.as_bytes()))
+            .or_default()
+            .push(c.to_string());
+    }
+    for (_, group) in by_slot {
+        subscriber.ssubscribe(group).await?;
+    }
+    Ok(())
 }
 
 #[async_trait::async_trait]
@@ -160,7 +214,11 @@ impl Transport for RedisFanout {
                 .await
                 .map_err(err)
         } else {
-            self.subscriber.subscribe(channel.name()).await.map_err(err)
+            self.subscriber
+                .subscribe(channel.name())
+                .await
+                .map_err(err)?;
+            confirm(&self.subscriber).await.map_err(err)
         }
     }
 
