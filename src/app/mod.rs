@@ -249,12 +249,12 @@ impl App {
     /// The public router: every front-end's routes and the one 404.
     pub fn public_router(&self) -> Router {
         let replica: Arc<str> = self.cfg.telemetry.replica_name.clone().into();
-        crate::v1::routes(self.v1.clone(), self.cfg.v1.aasa_app_ids.clone())
+        crate::v1::intake::routes(self.v1.clone(), self.cfg.v1.aasa_app_ids.clone())
             .merge(crate::signed::api::routes(self.signed.clone()))
             .merge(crate::mailbox::routes(self.mailboxes.clone()))
             .fallback(move || {
                 let replica = replica.clone();
-                async move { crate::v1::not_found(&replica) }
+                async move { crate::v1::intake::not_found(&replica) }
             })
             .layer(sensitive_headers())
     }

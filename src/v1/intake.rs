@@ -1,3 +1,4 @@
+//! The v1 routes (`/`, the banner, the hosted pages, the public listener's one 404) and
 //! `POST /`: one envelope in, one answer out, in this order: the in-flight limit
 //! (`RELAY_MAX_INFLIGHT`, else 503), the client-address bucket (else 429), the body within
 //! its size and time limits (else 413 or 408), the envelope's rules (else 400), then the
@@ -8,7 +9,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{Request, State};
-use axum::response::Response;
+use axum::http::{header, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
 use tracing::Instrument;
 
 use super::answer::Answer;
@@ -160,4 +164,41 @@ pub(crate) fn finish(
         ),
     }
     respond(outcome)
+}
+
+/// The banner `GET /` answers with.
+pub fn banner() -> String {
+    format!(
+        "sealrelay {}: push relay for cronstable (relay protocol v1). It forwards sealed ciphertexts to APNs and never sees an alert's content.\nsource: {}\n",
+        env!("CARGO_PKG_VERSION"),
+        env!("CARGO_PKG_REPOSITORY")
+    )
+}
+
+/// The v1 routes: `/`, and the hosted pages. The public listener's fallback (the one 404)
+/// is [`not_found`].
+pub(crate) fn routes(v1: Arc<V1>, aasa_app_ids: Option<Vec<String>>) -> Router {
+    Router::new()
+        .route("/", get(root).post(intake).fallback(method_not_allowed))
+        .with_state(v1.clone())
+        .merge(super::pages::routes(aasa_app_ids))
+}
+
+async fn root() -> Response {
+    let mut resp = banner().into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
+/// The public listener's one 404, `{"v":1,"error":"not found"}`, logged and counted.
+pub(crate) fn not_found(replica: &str) -> Response {
+    finish(
+        &Answer::NotFound,
+        std::time::Instant::now(),
+        None,
+        Some(replica),
+    )
 }

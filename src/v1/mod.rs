@@ -5,7 +5,7 @@
 //! - [`envelope`]: the body into an [`crate::delivery::Alert`], with the reference's texts;
 //! - [`answer`]: how a request ended, in the reference's answers (the core's outcomes and
 //!   the intake's own refusals);
-//! - [`intake`]: the handler: in-flight limit, client-address bucket, body limits and
+//! - [`intake`]: the routes and the handler: in-flight limit, client-address bucket, body limits and
 //!   timeouts, then the delivery core, and one log line and one metric per answer;
 //! - [`clients`]: the per-client-address bucket (local, shared in Redis once busy);
 //! - [`pages`]: `/pair`, `/privacy`, the apple-app-site-association file.
@@ -24,8 +24,6 @@ use std::time::Duration;
 
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 
 use crate::delivery::Delivery;
 use answer::Answer;
@@ -116,38 +114,6 @@ impl V1 {
     }
 }
 
-/// The banner `GET /` answers with.
-pub fn banner() -> String {
-    format!(
-        "sealrelay {}: push relay for cronstable (relay protocol v1). It forwards sealed ciphertexts to APNs and never sees an alert's content.\nsource: {}\n",
-        env!("CARGO_PKG_VERSION"),
-        env!("CARGO_PKG_REPOSITORY")
-    )
-}
-
-/// The v1 routes: `/`, and the hosted pages. The public listener's fallback (the one 404)
-/// is [`not_found`].
-pub(crate) fn routes(v1: Arc<V1>, aasa_app_ids: Option<Vec<String>>) -> Router {
-    Router::new()
-        .route(
-            "/",
-            get(root)
-                .post(intake::intake)
-                .fallback(intake::method_not_allowed),
-        )
-        .with_state(v1.clone())
-        .merge(pages::routes(aasa_app_ids))
-}
-
-async fn root() -> Response {
-    let mut resp = banner().into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    resp
-}
-
 /// Renders an answer: its status, JSON body and `Retry-After`.
 pub(crate) fn respond(outcome: &Answer) -> Response {
     let mut resp = (outcome.status(), outcome.body().to_string()).into_response();
@@ -167,14 +133,4 @@ pub(crate) fn respond(outcome: &Answer) -> Response {
         h.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     resp
-}
-
-/// The public listener's one 404, `{"v":1,"error":"not found"}`, logged and counted.
-pub(crate) fn not_found(replica: &str) -> Response {
-    intake::finish(
-        &Answer::NotFound,
-        std::time::Instant::now(),
-        None,
-        Some(replica),
-    )
 }
