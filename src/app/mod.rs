@@ -162,6 +162,18 @@ pub fn register_metrics() {
         ice_providers: &crate::mailbox::ice::Provider::ALL.map(|p| p.as_str()),
     });
     crate::metrics::register_store_decode_errors(&crate::store::DecodeKind::LABELS);
+    {
+        use crate::mailbox::{push, route, signal, socket};
+        crate::metrics::register_mailbox(crate::metrics::MailboxLabels {
+            routes: &route::Route::ALL.map(route::Route::as_str),
+            statuses: &route::Route::USUAL_STATUSES,
+            buckets: crate::store::mailbox::BUCKET_LABELS,
+            services: &push::ServiceLabel::ALL.map(push::ServiceLabel::as_str),
+            outcomes: &push::PushOutcome::ALL.map(push::PushOutcome::as_str),
+            sockets: &socket::Kind::ALL.map(socket::Kind::as_str),
+            closes: &signal::Close::ALL.map(signal::Close::as_str),
+        });
+    }
     crate::metrics::register_front_ends(
         crate::store::receipts::STATES.iter().map(|s| s.as_str()),
         transport::Transport::ALL.map(transport::Transport::label),

@@ -31,11 +31,12 @@ use base64::Engine;
 
 use super::auth::Bearer;
 use super::error::MailboxError;
+use super::front::Mailboxes;
 use super::path::{self, Place, Target};
 use super::push::{self, Notify};
 use super::query::{ListQuery, PruneQuery, Query};
 use super::route::{self, Route};
-use super::{signal, watch, Mailboxes};
+use super::{signal, watch};
 use crate::body::BodyError;
 use crate::metrics;
 use crate::store::mailbox::{Answer, Dir, Name, Op, PushDecision};

@@ -10,7 +10,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 use super::error::MailboxError;
-use super::{App, Mailboxes};
+use super::front::{App, Mailboxes};
 use crate::store::mailbox::{Dir, Name, Side};
 
 /// The largest seq: 2^53 - 1.

@@ -36,9 +36,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::auth::Bearer;
 use super::error::MailboxError;
+use super::front::Mailboxes;
 use super::path::{self, Target};
 use super::socket::accept;
-use super::Mailboxes;
 use crate::metrics;
 use crate::policy::gcra_take;
 use crate::store::fanout::{Channel, Subscription};

@@ -9,7 +9,7 @@ use axum::extract::{FromRequestParts, Request};
 
 use super::auth::{self, Bearer};
 use super::error::MailboxError;
-use super::Mailboxes;
+use super::front::Mailboxes;
 use crate::store::fanout::Subscription;
 use crate::store::mailbox::{Answer, Name, Op};
 

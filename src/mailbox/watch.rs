@@ -22,10 +22,10 @@ use axum::response::Response;
 
 use super::auth::Bearer;
 use super::error::MailboxError;
+use super::front::Mailboxes;
 use super::path::{self, Target};
 use super::signal::Close;
 use super::socket::accept;
-use super::Mailboxes;
 use crate::store::fanout::Subscription;
 use crate::store::mailbox::{Answer, Dir, MailboxEvent, Name, Op};
 

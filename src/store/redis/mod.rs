@@ -58,7 +58,6 @@ pub struct RedisStore {
     prune_over: usize,
     /// How long a client bucket's key outlives its refill, ms (clock skew between replicas).
     client_slack_ms: i64,
-    scripts: policy::Scripts,
     connected: Arc<AtomicBool>,
 }
 
@@ -133,7 +132,6 @@ impl RedisStore {
             policy,
             prune_over: PRUNE_OVER,
             client_slack_ms: 1000,
-            scripts: policy::Scripts::new(),
             connected,
         })
     }

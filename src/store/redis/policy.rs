@@ -20,8 +20,8 @@ pub fn admit_lua() -> String {
     format!("{}{}", super::GCRA_LUA, include_str!("admit.lua"))
 }
 
-/// The scripts this module runs.
-pub(crate) struct Scripts {
+/// The scripts this module runs (their hashes computed once per process).
+struct Scripts {
     admit: Script,
     rollback: Script,
     remember_env: Script,
@@ -29,17 +29,13 @@ pub(crate) struct Scripts {
     client: Script,
 }
 
-impl Scripts {
-    pub(crate) fn new() -> Self {
-        Self {
-            admit: with_gcra(include_str!("admit.lua")),
-            rollback: Script::from_lua(include_str!("rollback.lua")),
-            remember_env: Script::from_lua(include_str!("remember_env.lua")),
-            hold: Script::from_lua(include_str!("hold.lua")),
-            client: with_gcra(include_str!("client.lua")),
-        }
-    }
-}
+static SCRIPTS: std::sync::LazyLock<Scripts> = std::sync::LazyLock::new(|| Scripts {
+    admit: with_gcra(include_str!("admit.lua")),
+    rollback: Script::from_lua(include_str!("rollback.lua")),
+    remember_env: Script::from_lua(include_str!("remember_env.lua")),
+    hold: Script::from_lua(include_str!("hold.lua")),
+    client: with_gcra(include_str!("client.lua")),
+});
 
 impl RedisStore {
     /// The device's key.
@@ -92,8 +88,7 @@ impl RedisStore {
             (self.prune_over as i64).into(),
             crate::policy::CLOCK_SKEW_MS.into(),
         ];
-        let reply: Vec<Value> = self
-            .scripts
+        let reply: Vec<Value> = SCRIPTS
             .admit
             .evalsha_with_reload(self.pool.next(), self.admit_keys(device), args)
             .await
@@ -126,8 +121,7 @@ impl RedisStore {
             self.policy.horizon_ms().into(),
             self.ttl_ms().into(),
         ];
-        let _: i64 = self
-            .scripts
+        let _: i64 = SCRIPTS
             .rollback
             .evalsha_with_reload(self.pool.next(), vec![self.key(device)], args)
             .await
@@ -148,8 +142,7 @@ impl RedisStore {
             self.policy.horizon_ms().into(),
             self.ttl_ms().into(),
         ];
-        let _: i64 = self
-            .scripts
+        let _: i64 = SCRIPTS
             .remember_env
             .evalsha_with_reload(self.pool.next(), vec![self.key(device)], args)
             .await
@@ -172,8 +165,7 @@ impl RedisStore {
             self.policy.horizon_ms().into(),
             self.ttl_ms().into(),
         ];
-        let _: i64 = self
-            .scripts
+        let _: i64 = SCRIPTS
             .hold
             .evalsha_with_reload(self.pool.next(), vec![self.key(device)], args)
             .await
@@ -229,8 +221,7 @@ impl RedisStore {
             emission_us.into(),
             self.client_slack_ms.into(),
         ];
-        let wait: i64 = self
-            .scripts
+        let wait: i64 = SCRIPTS
             .client
             .evalsha_with_reload(self.pool.next(), vec![key], args)
             .await

@@ -1,0 +1,112 @@
+//! The mailbox front-end itself: the apps it serves, its settings, and the one store round
+//! trip every handler shares ([`Mailboxes::run`]), with the answers it maps to errors.
+
+use std::sync::Arc;
+
+use tokio::sync::watch as stop_watch;
+
+use crate::clock::Clock;
+use crate::store::mailbox::{Answer, Limits, Name, Op};
+use crate::store::Store;
+
+use super::auth::Bearer;
+use super::error::MailboxError;
+use super::{ice, push};
+
+/// One app served mailboxes (`RELAY_APPS`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct App {
+    /// 1 to 32 of `[a-z0-9-]`, starting with a letter.
+    pub name: String,
+    /// The APNs topic of its pushes (`push=<topic>`); `None`: no push extension.
+    pub push: Option<String>,
+    /// The signal extension.
+    pub signal: bool,
+    /// The ICE extension.
+    pub ice: bool,
+}
+
+/// The mailbox front-end's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The apps served; none: every `/v1/...` path is 404.
+    pub apps: Vec<App>,
+    /// Idle expiry and the envelopes a direction holds.
+    pub limits: Limits,
+    /// The largest envelope, bytes.
+    pub max_envelope_bytes: usize,
+}
+
+/// The mailbox front-end.
+pub struct Mailboxes {
+    pub(super) settings: Settings,
+    pub(super) store: Arc<Store>,
+    pub(super) clock: Clock,
+    pub(super) modules: push::Modules,
+    pub(super) ice: Option<ice::Ice>,
+    pub(super) stop: stop_watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for Mailboxes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mailboxes")
+            .field("apps", &self.settings.apps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Mailboxes {
+    /// The front-end over `store`, pushing through `modules`, handing out ICE credentials
+    /// through `ice` (when a provider is configured); its sockets close (1001) when `stop`
+    /// turns true.
+    pub fn new(
+        settings: Settings,
+        store: Arc<Store>,
+        clock: Clock,
+        modules: push::Modules,
+        ice: Option<ice::Ice>,
+        stop: stop_watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            settings,
+            store,
+            clock,
+            modules,
+            ice,
+            stop,
+        }
+    }
+
+    pub(super) fn now_ms(&self) -> i64 {
+        self.clock.now_ms()
+    }
+
+    /// One store round trip; the answers every route shares mapped to their errors.
+    pub(super) async fn run(
+        &self,
+        name: &Name,
+        bearer: &Bearer,
+        op: &Op,
+    ) -> Result<Answer, MailboxError> {
+        let answer = self
+            .store
+            .mailboxes()
+            .apply(name, bearer.hash(), op, self.now_ms(), self.settings.limits)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "mailbox: the shared store did not answer");
+                MailboxError::Unavailable
+            })?;
+        match answer {
+            Answer::NotFound => Err(MailboxError::NotFound),
+            Answer::Forbidden => Err(MailboxError::Forbidden),
+            Answer::RateLimited(s) => {
+                if let Some(b) = op.bucket() {
+                    crate::metrics::mailbox_rate_limited(b.label());
+                }
+                Err(MailboxError::RateLimited(s))
+            }
+            a => Ok(a),
+        }
+    }
+}
