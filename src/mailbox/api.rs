@@ -354,12 +354,8 @@ fn after_write(
             metrics::mailbox_push("none", "unopenable");
             return;
         };
-        let service = reg
-            .get("service")
-            .and_then(|s| s.as_str())
-            .unwrap_or_default();
-        let label = push::service_label(service);
-        let Some(module) = m.modules.get(service) else {
+        let label = push::service_label(reg.service());
+        let Some(module) = m.modules.get(reg.service()) else {
             metrics::mailbox_push(label, "no_module");
             return;
         };

@@ -16,6 +16,7 @@
 //! still the registration the push used.
 
 pub mod apns;
+mod common;
 pub mod fcm;
 
 use std::sync::Arc;
@@ -23,11 +24,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
 use ring::rand::{SecureRandom, SystemRandom};
-use serde_json::{Map, Value};
+use serde::{Deserialize, Serialize};
+
+pub use common::{Alert, Generic, Notify, ServiceName, Tag, MAX_GENERIC_MEMBERS};
 
 use super::auth::Bearer;
-use crate::device::Environment;
-use crate::push::{Notification, Push, Service, VerdictClass};
+use crate::push::{Push, Service, VerdictClass};
 use crate::store::mailbox::Dir;
 
 /// A push's `service` label: a service with a module, `other` for a service without one,
@@ -106,24 +108,46 @@ impl PushOutcome {
     }
 }
 
-/// What the writer asked for (`X-Relay-Notify`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Notify {
-    /// A visible notification (mutable-content, priority 10).
-    Alert,
-    /// A background push (content-available, priority 5).
-    Silent,
+/// A push registration, as checked and as sealed at rest: a service's own, by the rules of
+/// its module, when the relay had loaded that module; else the generic rules'.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Registration {
+    /// A registration for a service the relay has a module for.
+    Module(ByService),
+    /// A registration kept under the generic rules.
+    Generic(Generic),
 }
 
-impl Notify {
-    /// `X-Relay-Notify`'s value: `alert`, `silent`; anything else is `Err` (400).
-    pub fn parse(v: &[u8]) -> Result<Self, ()> {
-        match v {
-            b"alert" => Ok(Notify::Alert),
-            b"silent" => Ok(Notify::Silent),
-            _ => Err(()),
+/// A registration by its service's module's rules, tagged by `service`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "service", rename_all = "lowercase")]
+pub enum ByService {
+    /// `"service":"apns"`.
+    Apns(apns::Registration),
+    /// `"service":"fcm"`.
+    Fcm(fcm::Registration),
+}
+
+impl Registration {
+    /// The service the registration names.
+    pub fn service(&self) -> &str {
+        match self {
+            Registration::Module(ByService::Apns(_)) => Service::Apns.as_str(),
+            Registration::Module(ByService::Fcm(_)) => Service::Fcm.as_str(),
+            Registration::Generic(g) => g.service.as_str(),
         }
     }
+}
+
+/// The members every registration shares, read first whatever the service.
+#[derive(Deserialize)]
+struct Shared {
+    service: ServiceName,
+    #[serde(rename = "tag")]
+    _tag: Tag,
+    #[serde(rename = "alert", default)]
+    _alert: Option<Alert>,
 }
 
 /// What one push came to.
@@ -165,31 +189,21 @@ pub struct Module<'a> {
 }
 
 impl Module<'_> {
-    /// Checks a registration's fields by the service's rules (all of them: an unknown
-    /// field is refused).
-    pub fn check(&self, registration: &Map<String, Value>) -> Result<(), &'static str> {
-        match self.service {
-            Service::Apns => apns::check(registration),
-            Service::Fcm => fcm::check(registration),
-        }
-    }
-
-    /// Sends one push for `registration` (already checked) on the app's `topic`.
-    pub async fn send(
-        &self,
-        registration: &Map<String, Value>,
-        notify: Notify,
-        topic: &str,
-    ) -> Sent {
-        let n: Option<(Environment, Notification)> = match self.service {
-            Service::Apns => apns::notification(registration, notify, topic),
-            Service::Fcm => fcm::notification(registration, notify),
-        };
-        let Some((env, n)) = n else {
-            return Sent {
-                outcome: PushOutcome::Sent(VerdictClass::Rejected).as_str(),
-                forget: false,
-            };
+    /// Sends one push for `registration` on the app's `topic`. A registration kept under
+    /// the generic rules for this service (registered before its module was loaded) is
+    /// not one the service takes: nothing is sent, and it counts as rejected.
+    pub async fn send(&self, registration: &Registration, notify: Notify, topic: &str) -> Sent {
+        let (env, n) = match (self.service, registration) {
+            (Service::Apns, Registration::Module(ByService::Apns(r))) => {
+                r.notification(notify, topic)
+            }
+            (Service::Fcm, Registration::Module(ByService::Fcm(r))) => r.notification(notify),
+            _ => {
+                return Sent {
+                    outcome: PushOutcome::Sent(VerdictClass::Rejected).as_str(),
+                    forget: false,
+                }
+            }
         };
         let verdict = self.push.send(env, &n, self.push.request_timeout()).await;
         Sent {
@@ -199,88 +213,28 @@ impl Module<'_> {
     }
 }
 
-/// `service`: 1 to 16 of `a-z 0-9 -`, starting with a letter.
-fn is_service(s: &str) -> bool {
-    (1..=16).contains(&s.len())
-        && s.as_bytes()[0].is_ascii_lowercase()
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-}
-
-/// `tag`: 1 to 64 of `A-Z a-z 0-9 _ -`.
-pub fn is_tag(s: &str) -> bool {
-    (1..=64).contains(&s.len())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-/// The alert text a push shows: the registration's `alert`, else `New message`.
-pub fn alert_text(registration: &Map<String, Value>) -> &str {
-    registration
-        .get("alert")
-        .and_then(Value::as_str)
-        .unwrap_or("New message")
-}
-
-/// The registration's tag.
-fn tag(registration: &Map<String, Value>) -> &str {
-    registration
-        .get("tag")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
-/// The neutral wake-up every service renders in its shape: the tag, and for an alert
-/// its text.
-fn wake(registration: &Map<String, Value>, notify: Notify) -> crate::push::Payload {
-    crate::push::Payload::Wake {
-        tag: tag(registration).to_owned(),
-        alert: (notify == Notify::Alert).then(|| alert_text(registration).to_owned()),
-    }
-}
-
 /// A registration's body, checked: the members every service shares (`service`, `tag`,
-/// optional `alert`), then the service's module's rules, or without a module at most 8
-/// other string members of at most 256 characters. The error says what is wrong (the
-/// answer is a plain 400).
-pub fn check(body: &[u8], modules: &Modules) -> Result<Map<String, Value>, &'static str> {
-    let Ok(Value::Object(reg)) = serde_json::from_slice::<Value>(body) else {
-        return Err("the body must be a JSON object");
-    };
-    match reg.get("service") {
-        Some(Value::String(s)) if is_service(s) => {}
-        _ => return Err("service must be 1 to 16 of a-z 0-9 -, starting with a letter"),
+/// optional `alert`), then the service's module's rules (no member besides its own), or
+/// without a module at most [`MAX_GENERIC_MEMBERS`] other string members of at most 256
+/// characters. The error says what is wrong; it may quote the body, so it is never logged
+/// (the answer is a plain 400).
+pub fn check(body: &[u8], modules: &Modules) -> Result<Registration, String> {
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    if !value.is_object() {
+        return Err("the body must be a JSON object".to_owned());
     }
-    match reg.get("tag") {
-        Some(Value::String(t)) if is_tag(t) => {}
-        _ => return Err("tag must be 1 to 64 of A-Z a-z 0-9 _ -"),
+    let shared = Shared::deserialize(&value).map_err(|e| e.to_string())?;
+    if modules.get(shared.service.as_str()).is_some() {
+        let r = ByService::deserialize(&value).map_err(|e| e.to_string())?;
+        return Ok(Registration::Module(r));
     }
-    match reg.get("alert") {
-        None => {}
-        Some(Value::String(a)) if a.chars().count() <= 160 => {}
-        _ => return Err("alert must be a string of at most 160 characters"),
+    let g = Generic::deserialize(&value).map_err(|e| e.to_string())?;
+    if g.others.len() > MAX_GENERIC_MEMBERS {
+        return Err(format!(
+            "at most {MAX_GENERIC_MEMBERS} members besides service, tag and alert"
+        ));
     }
-    let service = reg["service"].as_str().unwrap_or_default();
-    match modules.get(service) {
-        Some(m) => m.check(&reg)?,
-        None => {
-            let others: Vec<&Value> = reg
-                .iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "service" | "tag" | "alert"))
-                .map(|(_, v)| v)
-                .collect();
-            if others.len() > 8 {
-                return Err("at most 8 members besides service, tag and alert");
-            }
-            if !others
-                .iter()
-                .all(|v| v.as_str().is_some_and(|s| s.chars().count() <= 256))
-            {
-                return Err("every other member must be a string of at most 256 characters");
-            }
-        }
-    }
-    Ok(reg)
+    Ok(Registration::Generic(g))
 }
 
 fn key(bearer: &Bearer, id: &str, dir: Dir) -> LessSafeKey {
@@ -295,12 +249,12 @@ fn key(bearer: &Bearer, id: &str, dir: Dir) -> LessSafeKey {
 }
 
 /// Seals a checked registration: nonce (12 bytes) then the AES-256-GCM ciphertext and tag.
-pub fn seal(bearer: &Bearer, id: &str, dir: Dir, registration: &Map<String, Value>) -> Bytes {
+pub fn seal(bearer: &Bearer, id: &str, dir: Dir, registration: &Registration) -> Bytes {
     let mut nonce = [0u8; NONCE_LEN];
     SystemRandom::new()
         .fill(&mut nonce)
         .expect("the system's random source failed");
-    let mut data = serde_json::to_vec(registration).expect("a JSON map serializes");
+    let mut data = serde_json::to_vec(registration).expect("a registration serializes");
     key(bearer, id, dir)
         .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::empty(), &mut data)
         .expect("AES-GCM seals any length the store holds");
@@ -311,7 +265,7 @@ pub fn seal(bearer: &Bearer, id: &str, dir: Dir, registration: &Map<String, Valu
 }
 
 /// Opens a sealed registration with the bearer that sealed it; `None` otherwise.
-pub fn open(bearer: &Bearer, id: &str, dir: Dir, sealed: &[u8]) -> Option<Map<String, Value>> {
+pub fn open(bearer: &Bearer, id: &str, dir: Dir, sealed: &[u8]) -> Option<Registration> {
     if sealed.len() < NONCE_LEN {
         return None;
     }
@@ -321,10 +275,7 @@ pub fn open(bearer: &Bearer, id: &str, dir: Dir, sealed: &[u8]) -> Option<Map<St
     let plain = key(bearer, id, dir)
         .open_in_place(nonce, Aad::empty(), &mut data)
         .ok()?;
-    match serde_json::from_slice(plain).ok()? {
-        Value::Object(m) => Some(m),
-        _ => None,
-    }
+    serde_json::from_slice(plain).ok()
 }
 
 /// The service label of a registration's service.
@@ -355,10 +306,11 @@ mod tests {
     fn sealed_registrations_open_only_with_their_bearer_and_direction() {
         let b = bearer("Zq3k8r2mT1u0wQabcdefgh");
         let token = "ab".repeat(32);
-        let reg: Map<String, Value> = serde_json::from_value(serde_json::json!({
+        let reg: Registration = serde_json::from_value(serde_json::json!({
             "service": "apns", "token": token, "environment": "production", "tag": "t1"
         }))
         .unwrap();
+        assert!(matches!(reg, Registration::Module(ByService::Apns(_))));
         let id = "abcdefghijklmnop";
         let sealed = seal(&b, id, Dir::P2c, &reg);
         assert!(!sealed.windows(token.len()).any(|w| w == token.as_bytes()));
@@ -394,7 +346,7 @@ mod tests {
         t1_input.push(1);
         let okm = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, prk.as_ref()), &t1_input);
         // Seal with the hand-made key; the relay's open must read it.
-        let reg: Map<String, Value> =
+        let reg: Registration =
             serde_json::from_value(serde_json::json!({"service": "x", "tag": "t"})).unwrap();
         let k = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, okm.as_ref()).unwrap());
         let mut data = serde_json::to_vec(&reg).unwrap();
@@ -411,42 +363,189 @@ mod tests {
 
     #[test]
     fn generic_rules_without_a_module() {
-        let m = Modules::default();
-        let ok = |v: serde_json::Value| check(v.to_string().as_bytes(), &m);
-        assert!(ok(
-            serde_json::json!({"service": "unifiedpush", "tag": "t", "endpoint": "https://x"})
-        )
-        .is_ok());
-        assert!(
-            ok(serde_json::json!({"service": "apns", "tag": "t", "token": "anything"})).is_ok()
-        );
+        use serde_json::{json, Map, Value};
         let eight: Map<String, Value> = (0..8)
             .map(|i| (format!("f{i}"), Value::from("v")))
             .collect();
-        let mut v = Value::Object(eight);
-        v["service"] = "x".into();
-        v["tag"] = "t".into();
-        assert!(ok(v.clone()).is_ok());
-        v["f8"] = "v".into();
-        assert!(ok(v).is_err());
-        for bad in [
-            serde_json::json!({"tag": "t"}),
-            serde_json::json!({"service": "X", "tag": "t"}),
-            serde_json::json!({"service": "1x", "tag": "t"}),
-            serde_json::json!({"service": "abcdefghijklmnopq", "tag": "t"}),
-            serde_json::json!({"service": "x"}),
-            serde_json::json!({"service": "x", "tag": "bad tag"}),
-            serde_json::json!({"service": "x", "tag": "a".repeat(65)}),
-            serde_json::json!({"service": "x", "tag": "t", "alert": "a".repeat(161)}),
-            serde_json::json!({"service": "x", "tag": "t", "alert": 1}),
-            serde_json::json!({"service": "x", "tag": "t", "n": 1}),
-            serde_json::json!({"service": "x", "tag": "t", "long": "a".repeat(257)}),
-            serde_json::json!([1]),
-        ] {
-            assert!(ok(bad.clone()).is_err(), "{bad}");
+        let with = |mut m: Map<String, Value>, extra: &[(&str, &str)]| {
+            m.insert("service".into(), "x".into());
+            m.insert("tag".into(), "t".into());
+            for (k, v) in extra {
+                m.insert((*k).into(), (*v).into());
+            }
+            Value::Object(m)
+        };
+        let good = [
+            (
+                "another service",
+                json!({"service": "unifiedpush", "tag": "t", "endpoint": "https://x"}),
+            ),
+            (
+                "apns without its module",
+                json!({"service": "apns", "tag": "t", "token": "anything"}),
+            ),
+            ("eight other members", with(eight.clone(), &[])),
+            (
+                "160 characters of alert",
+                json!({"service": "x", "tag": "t", "alert": "é".repeat(160)}),
+            ),
+        ];
+        let bad = [
+            ("no service", json!({"tag": "t"})),
+            ("upper-case service", json!({"service": "X", "tag": "t"})),
+            (
+                "service starting with a digit",
+                json!({"service": "1x", "tag": "t"}),
+            ),
+            (
+                "service of 17",
+                json!({"service": "abcdefghijklmnopq", "tag": "t"}),
+            ),
+            ("no tag", json!({"service": "x"})),
+            (
+                "tag with a space",
+                json!({"service": "x", "tag": "bad tag"}),
+            ),
+            ("tag of 65", json!({"service": "x", "tag": "a".repeat(65)})),
+            (
+                "alert of 161",
+                json!({"service": "x", "tag": "t", "alert": "a".repeat(161)}),
+            ),
+            (
+                "alert not a string",
+                json!({"service": "x", "tag": "t", "alert": 1}),
+            ),
+            (
+                "member not a string",
+                json!({"service": "x", "tag": "t", "n": 1}),
+            ),
+            (
+                "member of 257",
+                json!({"service": "x", "tag": "t", "long": "a".repeat(257)}),
+            ),
+            ("nine other members", with(eight, &[("f8", "v")])),
+            ("not an object", json!([1])),
+        ];
+        let m = Modules::default();
+        for (name, v) in good {
+            let r = check(v.to_string().as_bytes(), &m);
+            assert!(matches!(r, Ok(Registration::Generic(_))), "{name}: {r:?}");
         }
-        assert!(
-            ok(serde_json::json!({"service": "x", "tag": "t", "alert": "é".repeat(160)})).is_ok()
+        for (name, v) in bad {
+            assert!(check(v.to_string().as_bytes(), &m).is_err(), "{name}");
+        }
+    }
+
+    /// A service that is loaded but never called: what `check` reads is which are loaded.
+    #[derive(Debug)]
+    struct Loaded(Service);
+
+    impl Push for Loaded {
+        fn service(&self) -> Service {
+            self.0
+        }
+        fn render(&self, _: &crate::push::Notification) -> Bytes {
+            Bytes::new()
+        }
+        fn send<'a>(
+            &'a self,
+            _: crate::device::Environment,
+            _: &'a crate::push::Notification,
+            _: std::time::Duration,
+        ) -> crate::push::BoxFuture<'a, crate::push::Verdict> {
+            Box::pin(async { crate::push::Verdict::UNREACHABLE })
+        }
+        fn request_timeout(&self) -> std::time::Duration {
+            std::time::Duration::from_secs(1)
+        }
+    }
+
+    #[test]
+    fn a_loaded_module_takes_its_own_members_only() {
+        use serde_json::json;
+        let m = Modules::new(vec![
+            Arc::new(Loaded(Service::Apns)),
+            Arc::new(Loaded(Service::Fcm)),
+        ]);
+        let apns = "ab".repeat(32);
+        let fcm = "f".repeat(40);
+        let good = [
+            (
+                "apns",
+                json!({"service": "apns", "tag": "t", "token": apns}),
+                Service::Apns,
+            ),
+            (
+                "apns sandbox",
+                json!({"service": "apns", "tag": "t", "token": apns, "environment": "development"}),
+                Service::Apns,
+            ),
+            (
+                "fcm",
+                json!({"service": "fcm", "tag": "t", "token": fcm, "alert": "hi"}),
+                Service::Fcm,
+            ),
+            (
+                "a long fcm token",
+                json!({"service": "fcm", "tag": "t", "token": "f".repeat(1024)}),
+                Service::Fcm,
+            ),
+        ];
+        for (name, v, service) in good {
+            let r = check(v.to_string().as_bytes(), &m);
+            assert!(matches!(r, Ok(Registration::Module(_))), "{name}: {r:?}");
+            assert_eq!(r.unwrap().service(), service.as_str(), "{name}");
+        }
+        let bad = [
+            (
+                "apns, another member",
+                json!({"service": "apns", "tag": "t", "token": apns, "x": "y"}),
+            ),
+            (
+                "apns, a token that is not one",
+                json!({"service": "apns", "tag": "t", "token": "anything"}),
+            ),
+            (
+                "fcm, an environment",
+                json!({"service": "fcm", "tag": "t", "token": fcm, "environment": "production"}),
+            ),
+            (
+                "fcm, a bad tag",
+                json!({"service": "fcm", "tag": "a b", "token": fcm}),
+            ),
+        ];
+        for (name, v) in bad {
+            assert!(check(v.to_string().as_bytes(), &m).is_err(), "{name}");
+        }
+    }
+
+    /// A registration kept generic for a service whose module is loaded later is read as
+    /// that service's when its members fit the module's rules, and stays generic (never
+    /// sent) otherwise; any other service's round-trips as it was.
+    #[test]
+    fn stored_registrations_read_back() {
+        use serde_json::json;
+        let read = |v: serde_json::Value| -> Registration {
+            serde_json::from_slice(&serde_json::to_vec(&v).unwrap()).unwrap()
+        };
+        let fits = read(json!({"service": "apns", "tag": "t", "token": "ab".repeat(32)}));
+        assert!(matches!(fits, Registration::Module(ByService::Apns(_))));
+        let odd = read(json!({"service": "apns", "tag": "t", "token": "anything"}));
+        assert!(matches!(odd, Registration::Generic(_)));
+        assert_eq!(odd.service(), "apns");
+        let other = check(
+            json!({"service": "unifiedpush", "tag": "t", "endpoint": "https://x"})
+                .to_string()
+                .as_bytes(),
+            &Modules::default(),
+        )
+        .unwrap();
+        let again: Registration =
+            serde_json::from_slice(&serde_json::to_vec(&other).unwrap()).unwrap();
+        assert_eq!(again, other);
+        assert_eq!(
+            serde_json::to_value(&again).unwrap(),
+            json!({"service": "unifiedpush", "tag": "t", "endpoint": "https://x"})
         );
     }
 

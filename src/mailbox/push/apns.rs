@@ -10,10 +10,10 @@
 //! production or sandbox. A 410 or `BadDeviceToken` forgets the registration; nothing else
 //! does.
 
-use serde_json::{Map, Value};
+use serde::{Deserialize, Serialize};
 
-use super::{wake, Notify};
-use crate::device::Environment;
+use super::common::{wake, Alert, Notify, Tag};
+use crate::device::{DeviceToken, Environment};
 use crate::push::{Kind, Notification, Priority};
 use crate::secret::Secret;
 
@@ -22,84 +22,112 @@ const ALERT_LIFETIME_S: u64 = 7 * 24 * 3600;
 /// Seconds a silent push may wait in APNs.
 const SILENT_LIFETIME_S: u64 = 3600;
 
-/// An APNs device token as registered: lowercase hex of 32 to 100 bytes.
-fn is_apns_token(s: &str) -> bool {
-    (64..=200).contains(&s.len())
-        && s.len().is_multiple_of(2)
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+/// An APNs registration (`"service":"apns"`): every member checked as it is read, and no
+/// member besides these.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Registration {
+    /// The device token.
+    pub token: Token,
+    /// Which APNs environment; production when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<Which>,
+    /// The tag.
+    pub tag: Tag,
+    /// The alert text, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert: Option<Alert>,
 }
 
-/// Checks an APNs registration's fields (the shared ones are checked already).
-pub fn check(reg: &Map<String, Value>) -> Result<(), &'static str> {
-    for k in reg.keys() {
-        if !matches!(
-            k.as_str(),
-            "service" | "token" | "environment" | "tag" | "alert"
-        ) {
-            return Err("APNs registrations take service, token, environment, tag and alert only");
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("apns::Registration")
+            .field("environment", &self.environment)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An APNs device token as registered: lowercase hex of 32 to 100 bytes.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Token(DeviceToken);
+
+impl TryFrom<String> for Token {
+    type Error = &'static str;
+
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        let lower_hex = (64..=200).contains(&s.len())
+            && s.len().is_multiple_of(2)
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        match DeviceToken::parse(&s) {
+            Some(t) if lower_hex => Ok(Token(t)),
+            _ => Err("token must be the APNs device token: lowercase hex of 32 to 100 bytes"),
         }
     }
-    match reg.get("token") {
-        Some(Value::String(t)) if is_apns_token(t) => {}
-        _ => return Err("token must be the APNs device token: lowercase hex of 32 to 100 bytes"),
-    }
-    match reg.get("environment") {
-        None => Ok(()),
-        Some(Value::String(e)) if e == "production" || e == "development" => Ok(()),
-        _ => Err("environment must be production or development"),
+}
+
+impl From<Token> for String {
+    fn from(t: Token) -> String {
+        t.0.expose().to_owned()
     }
 }
 
-/// The environment and notification of one push for `reg` (already checked) on the app's
-/// `topic`; `None` when the token is not one APNs takes (nothing is sent).
-pub fn notification(
-    reg: &Map<String, Value>,
-    notify: Notify,
-    topic: &str,
-) -> Option<(Environment, Notification)> {
-    let device = reg
-        .get("token")
-        .and_then(Value::as_str)
-        .and_then(crate::device::DeviceToken::parse)?;
-    let env = match reg.get("environment").and_then(Value::as_str) {
-        Some("development") => Environment::Sandbox,
-        _ => Environment::Production,
-    };
-    let now_s = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (kind, priority, lifetime) = match notify {
-        Notify::Alert => (Kind::Alert, Priority::High, ALERT_LIFETIME_S),
-        Notify::Silent => (Kind::Background, Priority::Normal, SILENT_LIFETIME_S),
-    };
-    let n = Notification {
-        to: Secret::new(device.expose()),
-        id: crate::device::uuid4(),
-        topic: Some(topic.to_owned()),
-        kind,
-        priority,
-        expiration_s: now_s + lifetime,
-        collapse_key: None,
-        payload: wake(reg, notify),
-    };
-    Some((env, n))
+/// A registration's `environment`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Which {
+    /// APNs production.
+    Production,
+    /// The APNs sandbox.
+    Development,
+}
+
+impl Registration {
+    /// The environment and notification of one push on the app's `topic`.
+    pub fn notification(&self, notify: Notify, topic: &str) -> (Environment, Notification) {
+        let env = match self.environment {
+            Some(Which::Development) => Environment::Sandbox,
+            Some(Which::Production) | None => Environment::Production,
+        };
+        let now_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let (kind, priority, lifetime) = match notify {
+            Notify::Alert => (Kind::Alert, Priority::High, ALERT_LIFETIME_S),
+            Notify::Silent => (Kind::Background, Priority::Normal, SILENT_LIFETIME_S),
+        };
+        let n = Notification {
+            to: Secret::new(self.token.0.expose()),
+            id: crate::device::uuid4(),
+            topic: Some(topic.to_owned()),
+            kind,
+            priority,
+            expiration_s: now_s + lifetime,
+            collapse_key: None,
+            payload: wake(&self.tag, self.alert.as_ref(), notify),
+        };
+        (env, n)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
 
-    fn reg(v: Value) -> Map<String, Value> {
-        serde_json::from_value(v).unwrap()
+    fn reg(v: Value) -> Result<Registration, serde_json::Error> {
+        let mut v = v;
+        v.as_object_mut().unwrap().remove("service");
+        serde_json::from_value(v)
     }
 
     #[test]
     fn the_specs_payloads() {
         let tok = "ab".repeat(32);
-        let r = reg(serde_json::json!({"service":"apns","token":tok,"tag":"Zq3k8r2mT1u0wQ"}));
+        let r = reg(json!({"service":"apns","token":tok,"tag":"Zq3k8r2mT1u0wQ"})).unwrap();
         let body = |notify| {
-            let (_, n) = notification(&r, notify, "com.example").unwrap();
+            let (_, n) = r.notification(notify, "com.example");
             String::from_utf8(crate::push::apns::render(&n).to_vec()).unwrap()
         };
         assert_eq!(
@@ -111,9 +139,10 @@ mod tests {
             r#"{"aps":{"content-available":1},"zerobyte":{"tag":"Zq3k8r2mT1u0wQ"}}"#
         );
         let r = reg(
-            serde_json::json!({"service":"apns","token":"ab".repeat(32),"tag":"t","alert":"a \"quoted\"\nline"}),
-        );
-        let (_, n) = notification(&r, Notify::Alert, "com.example").unwrap();
+            json!({"service":"apns","token":"ab".repeat(32),"tag":"t","alert":"a \"quoted\"\nline"}),
+        )
+        .unwrap();
+        let (_, n) = r.notification(Notify::Alert, "com.example");
         let v: Value = serde_json::from_slice(&crate::push::apns::render(&n)).unwrap();
         assert_eq!(v["aps"]["alert"]["body"], "a \"quoted\"\nline");
     }
@@ -121,15 +150,14 @@ mod tests {
     #[test]
     fn the_environment_kind_and_priority() {
         let tok = "ab".repeat(32);
-        let r = reg(
-            serde_json::json!({"service":"apns","token":tok,"environment":"development","tag":"t"}),
-        );
-        let (env, n) = notification(&r, Notify::Silent, "com.example").unwrap();
+        let r = reg(json!({"service":"apns","token":tok,"environment":"development","tag":"t"}))
+            .unwrap();
+        let (env, n) = r.notification(Notify::Silent, "com.example");
         assert_eq!(env, Environment::Sandbox);
         assert_eq!((n.kind, n.priority), (Kind::Background, Priority::Normal));
         assert_eq!(n.topic.as_deref(), Some("com.example"));
-        let r = reg(serde_json::json!({"service":"apns","token":tok,"tag":"t"}));
-        let (env, n) = notification(&r, Notify::Alert, "com.example").unwrap();
+        let r = reg(json!({"service":"apns","token":tok,"tag":"t"})).unwrap();
+        let (env, n) = r.notification(Notify::Alert, "com.example");
         assert_eq!(env, Environment::Production);
         assert_eq!((n.kind, n.priority), (Kind::Alert, Priority::High));
     }
@@ -137,24 +165,38 @@ mod tests {
     #[test]
     fn registration_rules() {
         let tok = "ab".repeat(32);
-        assert!(check(&reg(
-            serde_json::json!({"service":"apns","token":tok,"environment":"production","tag":"t"})
-        ))
-        .is_ok());
-        assert!(check(&reg(
-            serde_json::json!({"service":"apns","token":"ab".repeat(100),"tag":"t"})
-        ))
-        .is_ok());
-        for bad in [
-            serde_json::json!({"service":"apns","token":"AB".repeat(32),"tag":"t"}),
-            serde_json::json!({"service":"apns","token":"ab".repeat(31),"tag":"t"}),
-            serde_json::json!({"service":"apns","token":"ab".repeat(101),"tag":"t"}),
-            serde_json::json!({"service":"apns","token":format!("{tok}a"),"tag":"t"}),
-            serde_json::json!({"service":"apns","tag":"t"}),
-            serde_json::json!({"service":"apns","token":tok,"environment":"sandbox","tag":"t"}),
-            serde_json::json!({"service":"apns","token":tok,"tag":"t","extra":"x"}),
-        ] {
-            assert!(check(&reg(bad.clone())).is_err(), "{bad}");
+        let good = [
+            (
+                "production",
+                json!({"token":tok,"environment":"production","tag":"t"}),
+            ),
+            ("100 bytes", json!({"token":"ab".repeat(100),"tag":"t"})),
+        ];
+        for (name, v) in good {
+            assert!(reg(v).is_ok(), "{name}");
         }
+        let bad = [
+            ("upper case", json!({"token":"AB".repeat(32),"tag":"t"})),
+            ("31 bytes", json!({"token":"ab".repeat(31),"tag":"t"})),
+            ("101 bytes", json!({"token":"ab".repeat(101),"tag":"t"})),
+            ("odd length", json!({"token":format!("{tok}a"),"tag":"t"})),
+            ("no token", json!({"tag":"t"})),
+            (
+                "sandbox",
+                json!({"token":tok,"environment":"sandbox","tag":"t"}),
+            ),
+            ("unknown member", json!({"token":tok,"tag":"t","extra":"x"})),
+            ("no tag", json!({"token":tok})),
+        ];
+        for (name, v) in bad {
+            assert!(reg(v).is_err(), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_registration_never_prints_its_token() {
+        let tok = "ab".repeat(32);
+        let r = reg(json!({"token":tok,"tag":"t"})).unwrap();
+        assert!(!format!("{r:?}").contains(&tok));
     }
 }
