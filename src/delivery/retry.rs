@@ -15,7 +15,8 @@ use std::time::Duration;
 use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
 
-use super::{Attempt, Delivery, Outcome, Sender};
+use super::handle::{from_stored_priority, Attempt, Delivery, Sender};
+use super::outcome::Outcome;
 use crate::device::DeviceToken;
 use crate::metrics;
 use crate::push::{Kind, Notification, Payload, VerdictClass};
@@ -191,7 +192,7 @@ impl Delivery {
             id: item.id.clone(),
             topic: item.topic.clone(),
             kind: Kind::Alert,
-            priority: super::from_stored_priority(item.priority),
+            priority: from_stored_priority(item.priority),
             collapse_key: Some(item.collapse_id.clone()),
             expiration_s: item.expiration_s,
             payload: Payload::Rendered(bytes::Bytes::from(item.body.clone())),

@@ -181,9 +181,9 @@ mod tests {
     use crate::store::receipts::{begin, update, Begun, Update};
 
     fn apns(status: u16, reason: &str) -> Outcome {
-        Outcome::of(crate::push::apns::classify(
+        Outcome::of(crate::push::apns::reason::classify(
             status,
-            Some(crate::push::apns::tests::parse(reason)),
+            Some(crate::push::apns::reason::tests::parse(reason)),
         ))
     }
 
@@ -228,7 +228,7 @@ mod tests {
             state_of(&Outcome::Failed(crate::push::Verdict {
                 class: VerdictClass::TokenDead,
                 status: 410,
-                reason: Reason::None,
+                reason: Reason::NONE,
             }))
             .1,
             r#""failure":{"reason":"none"}"#

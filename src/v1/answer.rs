@@ -3,7 +3,8 @@
 //! one place, its HTTP status, its `{"v":1,...}` body, its `Retry-After`, and its bounded
 //! metric label.
 
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 use crate::delivery::Outcome;
@@ -220,11 +221,32 @@ impl Answer {
     }
 }
 
+/// Renders an answer: its status, JSON body and `Retry-After`.
+pub(crate) fn respond(outcome: &Answer) -> Response {
+    let mut resp = (outcome.status(), outcome.body().to_string()).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Some(s) = outcome.retry_after() {
+        h.insert(header::RETRY_AFTER, HeaderValue::from(s));
+    }
+    if let Answer::MethodNotAllowed { allow } = outcome {
+        h.insert(header::ALLOW, HeaderValue::from_static(allow));
+    }
+    // The body was not read whole: the connection cannot carry another request.
+    if matches!(outcome, Answer::Timeout | Answer::TooLarge) {
+        h.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::policy::DeadReason;
-    use crate::push::apns::{classify, tests::parse};
+    use crate::push::apns::reason::{classify, tests::parse};
 
     fn apns(status: u16, reason: &str) -> Answer {
         Answer::Delivered(Outcome::of(classify(status, Some(parse(reason)))))

@@ -15,9 +15,9 @@ use axum::routing::get;
 use axum::Router;
 use tracing::Instrument;
 
-use super::answer::Answer;
+use super::answer::{respond, Answer};
 use super::envelope::{self, Alert, MAX_BODY_BYTES};
-use super::{respond, V1};
+use super::front::V1;
 use crate::body::{self, BodyError};
 
 /// Any method but GET, HEAD and POST on `/`.

@@ -77,11 +77,11 @@ impl Push for Scripted {
             tokio::time::sleep(s.delay).await;
             match s.answer {
                 None => std::future::pending().await,
-                Some((status, reason)) => crate::push::apns::classify(
+                Some((status, reason)) => crate::push::apns::reason::classify(
                     status,
                     Some(reason)
                         .filter(|r| !r.is_empty())
-                        .map(crate::push::apns::tests::parse),
+                        .map(crate::push::apns::reason::tests::parse),
                 ),
             }
         })

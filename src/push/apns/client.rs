@@ -7,6 +7,7 @@
 //! request. Every request has a deadline, connection set-up included, and a caller's
 //! budget bounds the token-refresh retry as well.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,11 +20,34 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tracing::Instrument;
 
+use super::payload::{priority, push_type, render};
+use super::reason::{classify, Reason};
 use super::token::ProviderToken;
-use super::{classify, priority, push_type, render, Reason, Settings};
 use crate::clock::Clock;
 use crate::device::Environment;
 use crate::push::{BoxFuture, Notification, Push, Service, Verdict, VerdictClass};
+use crate::secret::Secret;
+
+/// The APNs module's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// JWT `iss`: the developer team id.
+    pub team_id: String,
+    /// JWT header `kid`.
+    pub key_id: String,
+    /// The PKCS#8 PEM of the ES256 signing key.
+    pub key_pem: Secret,
+    /// The default `apns-topic`.
+    pub topic: String,
+    /// Production endpoint base URL, without a trailing slash.
+    pub production_url: String,
+    /// Sandbox endpoint base URL, without a trailing slash.
+    pub sandbox_url: String,
+    /// Extra trusted roots (PEM file).
+    pub ca_file: Option<PathBuf>,
+    /// One request's timeout, connection set-up included.
+    pub request_timeout: Duration,
+}
 
 /// HTTP/2 PING interval on idle connections.
 pub const PING_INTERVAL: Duration = Duration::from_secs(60);
@@ -104,10 +128,10 @@ impl ApnsClient {
 
     async fn send_within(&self, env: Environment, m: &Notification, budget: Duration) -> Verdict {
         let deadline = Instant::now() + budget;
-        let (reply, jwt) = self.attempt(env, m, deadline).await;
-        if let (crate::push::Reason::Apns(reason), Some(jwt)) = (reply.reason, &jwt) {
-            if reason.expired_provider_token() && Instant::now() < deadline {
-                self.token.invalidate(jwt);
+        let (reply, expired) = self.attempt(env, m, deadline).await;
+        if let Some(jwt) = expired {
+            if Instant::now() < deadline {
+                self.token.invalidate(&jwt);
                 return self.attempt(env, m, deadline).await.0;
             }
         }
@@ -147,7 +171,7 @@ impl ApnsClient {
             let refused = Verdict {
                 class: VerdictClass::Rejected,
                 status: 0,
-                reason: crate::push::Reason::Apns(Reason::Other),
+                reason: Reason::Other.to_push(),
             };
             return (refused, None);
         };
@@ -171,6 +195,7 @@ impl ApnsClient {
         })
         .instrument(span.clone())
         .await;
+        let mut expired = false;
         let reply = match result {
             Ok(Ok((status, body))) => {
                 let reason = if status == 200 {
@@ -180,6 +205,7 @@ impl ApnsClient {
                         .ok()
                         .and_then(|b| b.reason)
                 };
+                expired = reason.is_some_and(Reason::expired_provider_token);
                 classify(status, reason)
             }
             Ok(Err(e)) => {
@@ -203,7 +229,7 @@ impl ApnsClient {
             reply.reason_label(),
             started.elapsed(),
         );
-        (reply, Some(jwt))
+        (reply, expired.then_some(jwt))
     }
 }
 

@@ -10,6 +10,10 @@
 //! `{"aps":{"alert":{"body":"<alert>"},"mutable-content":1,"sound":"default"},"zerobyte":{"tag":"<tag>"}}`,
 //! or a silent `{"aps":{"content-available":1},"zerobyte":{"tag":"<tag>"}}`.
 
+use bytes::Bytes;
+
+use crate::push::{Kind, Notification, Payload, Priority};
+
 /// The interruption level of an alert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
@@ -102,6 +106,43 @@ pub fn max_ciphertext_for(title: &str, body: &str) -> usize {
     let overhead = largest_body_len(0, title, body);
     // Keep the cap a multiple of 4: base64 lengths are.
     (APNS_MAX_BODY_BYTES.saturating_sub(overhead)) / 4 * 4
+}
+
+/// `apns-push-type` of a notification kind (data is delivered as a background push).
+pub fn push_type(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Alert => "alert",
+        Kind::Background | Kind::Data => "background",
+    }
+}
+
+/// `apns-priority` of a priority.
+pub fn priority(p: Priority) -> u8 {
+    match p {
+        Priority::High => 10,
+        Priority::Normal => 5,
+    }
+}
+
+/// The APNs body of a notification: a sealed alert with its interruption level (a
+/// high-priority one is time-sensitive), a mailbox wake-up, or a body rendered before.
+pub fn render(n: &Notification) -> Bytes {
+    match &n.payload {
+        Payload::Sealed {
+            title,
+            body,
+            suite,
+            ciphertext,
+        } => {
+            let level = match n.priority {
+                Priority::High => Level::TimeSensitive,
+                Priority::Normal => Level::Passive,
+            };
+            Bytes::from(alert(title, body, level, suite, ciphertext))
+        }
+        Payload::Wake { tag, alert } => Bytes::from(wake(tag, alert.as_deref())),
+        Payload::Rendered(b) => b.clone(),
+    }
 }
 
 #[cfg(test)]

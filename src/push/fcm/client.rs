@@ -10,6 +10,7 @@
 //! Every [`FcmClient::send`] is bounded by [`SEND_TIMEOUT`] as a whole: the token request
 //! (or the wait for another sender's), the message, and the one retry after a 401.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,11 +30,24 @@ use super::outcome::{
     classify_send, classify_token_error, parse_google_error, sanitize_code, Failure, FcmOutcome,
     Reason, Stage,
 };
-use super::Settings;
 use crate::clock::Clock;
 use crate::device::Environment;
 use crate::push::{self, BoxFuture, Notification, Payload, Push, Service, Verdict};
 use crate::secret::Secret;
+
+/// The FCM module's settings. Present only when a service account is configured: that is
+/// what loads the module.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The service account (`FCM_SERVICE_ACCOUNT_FILE` or `FCM_SERVICE_ACCOUNT`), already
+    /// parsed and its key proven to sign. `Debug` redacts the key.
+    pub account: ServiceAccount,
+    /// `FCM_URL`: the HTTP v1 API's base URL, http or https, without a trailing slash
+    /// (default [`DEFAULT_URL`]); tests and egress proxies stand in here.
+    pub url: String,
+    /// `FCM_CA_FILE`: extra trusted CA certificates (PEM) for FCM and the token endpoint.
+    pub ca_file: Option<PathBuf>,
+}
 
 /// FCM's production base URL (`FCM_URL`'s default).
 pub const DEFAULT_URL: &str = "https://fcm.googleapis.com";
@@ -431,7 +445,7 @@ impl Push for FcmClient {
             Verdict {
                 class: outcome.class(),
                 status: outcome.status(),
-                reason: push::Reason::Fcm(outcome.reason()),
+                reason: outcome.reason().to_push(),
             }
         })
     }

@@ -23,32 +23,11 @@ mod error;
 mod message;
 mod outcome;
 
-use std::path::PathBuf;
-
 /// What [`FcmOutcome::class`] returns, re-exported so the module's users name it here.
 pub use super::VerdictClass;
 pub use auth::{ServiceAccount, FCM_SCOPE};
 pub(crate) use client::check_base_url;
-pub use client::{FcmClient, DEFAULT_URL, SEND_TIMEOUT};
+pub use client::{FcmClient, Settings, DEFAULT_URL, SEND_TIMEOUT};
 pub use error::ServiceAccountError;
 pub use message::{is_valid_registration_token, Notify, MAX_ALERT_CHARS};
 pub use outcome::{Failure, FcmOutcome, Reason, Stage};
-
-/// Whether a mailbox registration is forgotten: `UNREGISTERED` only.
-pub fn forgets_registration(reason: Reason) -> bool {
-    reason == Reason::Unregistered
-}
-
-/// The FCM module's settings. Present only when a service account is configured: that is
-/// what loads the module.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// The service account (`FCM_SERVICE_ACCOUNT_FILE` or `FCM_SERVICE_ACCOUNT`), already
-    /// parsed and its key proven to sign. `Debug` redacts the key.
-    pub account: ServiceAccount,
-    /// `FCM_URL`: the HTTP v1 API's base URL, http or https, without a trailing slash
-    /// (default [`DEFAULT_URL`]); tests and egress proxies stand in here.
-    pub url: String,
-    /// `FCM_CA_FILE`: extra trusted CA certificates (PEM) for FCM and the token endpoint.
-    pub ca_file: Option<PathBuf>,
-}

@@ -97,6 +97,18 @@ impl Reason {
         Reason::Other,
     ];
 
+    /// The reason as the core reads it: its label, and (for `UNREGISTERED` only) that the
+    /// registration is forgotten. A 400 `INVALID_ARGUMENT` is a payload error and a bare
+    /// 404 a wrong URL or project, never a dead device.
+    pub fn to_push(self) -> crate::push::Reason {
+        let said = crate::push::Reason::named(self.label());
+        if self == Reason::Unregistered {
+            said.forgetting()
+        } else {
+            said
+        }
+    }
+
     /// The metric label: lowercase, fixed, never derived from upstream text.
     pub fn label(self) -> &'static str {
         match self {

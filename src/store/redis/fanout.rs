@@ -15,7 +15,7 @@ use fred::prelude::*;
 use fred::types::MessageKind;
 use tokio::sync::watch;
 
-use super::{err, RedisSettings};
+use super::client::{err, RedisSettings};
 use crate::store::common::StoreError;
 use crate::store::fanout::{Channel, Fanout, Hub, Transport};
 

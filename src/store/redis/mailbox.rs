@@ -8,7 +8,7 @@ use bytes::Bytes;
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
-use super::{err, with_gcra};
+use super::client::{err, with_gcra, GCRA_LUA};
 use crate::store::common::StoreError;
 use crate::store::mailbox::{
     event_channel, Answer, Envelope, Limits, MailboxBackend, Name, Op, PushDecision,
@@ -17,7 +17,7 @@ use crate::store::mailbox::{
 /// The mailbox script exactly as the relay loads it (the benchmark measures Redis's ceiling
 /// with it).
 pub fn mailbox_lua() -> String {
-    format!("{}{}", super::GCRA_LUA, include_str!("mailbox.lua"))
+    format!("{}{}", GCRA_LUA, include_str!("mailbox.lua"))
 }
 
 /// The script and key names.

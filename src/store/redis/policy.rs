@@ -9,7 +9,7 @@
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
-use super::{err, with_gcra, RedisStore};
+use super::client::{err, with_gcra, RedisStore, GCRA_LUA};
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{DeadReason, Decision, Ticket, TicketKind};
 use crate::store::common::{Admission, StoreError};
@@ -17,7 +17,7 @@ use crate::store::common::{Admission, StoreError};
 /// The admission script exactly as the relay loads it (the benchmark measures Redis's
 /// ceiling with it).
 pub fn admit_lua() -> String {
-    format!("{}{}", super::GCRA_LUA, include_str!("admit.lua"))
+    format!("{}{}", GCRA_LUA, include_str!("admit.lua"))
 }
 
 /// The scripts this module runs (their hashes computed once per process).

@@ -6,7 +6,7 @@
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
-use super::err;
+use super::client::err;
 use crate::store::common::StoreError;
 use crate::store::queue::{random_u32, Claimed, Fenced, Pending, Sealer, SHARD_CAP};
 

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
-use super::err;
+use super::client::err;
 use crate::store::common::StoreError;
 use crate::store::receipts::{
     events_channel, Begun, Event, Receipt, ReceiptBackend, State, Target, Update,

@@ -1,0 +1,170 @@
+//! The connection to Redis every part of the store shares ([`RedisStore`]: the pool, the
+//! subscriber settings, the client's clock slack), its settings, and the helpers each part
+//! uses: the shared GCRA function in front of a script ([`with_gcra`]) and the one mapping of
+//! a client error ([`err`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::prelude::*;
+use fred::types::scripts::Script;
+
+use super::sentinel;
+use crate::policy::Policy;
+use crate::store::common::StoreError;
+
+pub(super) const GCRA_LUA: &str = include_str!("gcra.lua");
+
+/// A script with the shared GCRA function (`gcra.lua`) in front of it.
+pub(crate) fn with_gcra(body: &str) -> Script {
+    Script::from_lua(format!("{GCRA_LUA}{body}"))
+}
+
+/// When a device's hash has more fields than this, the admission prunes dead ones.
+pub const PRUNE_OVER: usize = 24;
+/// Redis connection settings, from the configuration.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    /// `REDIS_URL`.
+    pub url: String,
+    /// `RELAY_REDIS_PREFIX`.
+    pub prefix: String,
+    /// `RELAY_REDIS_POOL_SIZE`.
+    pub pool_size: usize,
+    /// `RELAY_REDIS_TIMEOUT_MS`.
+    pub timeout: Duration,
+}
+
+/// Policy state in Redis.
+pub struct RedisStore {
+    pub(super) pool: Pool,
+    pub(super) prefix: String,
+    pub(super) policy: Policy,
+    pub(super) prune_over: usize,
+    /// How long a client bucket's key outlives its refill, ms (clock skew between replicas).
+    pub(super) client_slack_ms: i64,
+    pub(super) connected: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.prefix)
+            .field("connected", &self.connected.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisStore {
+    /// Creates the pool and starts connecting in the background: an unreachable Redis at
+    /// start-up is retried with backoff (and logged) while `/readyz` says not ready.
+    pub fn connect(settings: &RedisSettings, policy: Policy) -> anyhow::Result<Self> {
+        let mut config = Config::from_url(&settings.url)
+            .map_err(|e| anyhow::anyhow!("REDIS_URL is not valid: {}", e.details()))?;
+        // Keep retrying an unreachable Redis at start-up (fail_fast would give up after the
+        // first attempt); commands meanwhile fail after the command timeout.
+        config.fail_fast = false;
+        let timeout = settings.timeout;
+        let pool = Builder::from_config(config.clone())
+            .with_performance_config(|p| {
+                p.default_command_timeout = timeout;
+            })
+            .with_connection_config(|c| {
+                c.connection_timeout = Duration::from_secs(2);
+                c.internal_command_timeout = Duration::from_secs(2);
+                c.max_command_attempts = 1;
+            })
+            .set_policy(ReconnectPolicy::new_exponential(0, 100, 5_000, 2))
+            .build_pool(settings.pool_size)
+            .map_err(|e| anyhow::anyhow!("Redis client: {}", e.details()))?;
+        let connected = Arc::new(AtomicBool::new(false));
+        let _ = pool.connect_pool();
+        sentinel::watch(&config, &pool);
+        {
+            let pool = pool.clone();
+            let connected = connected.clone();
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                let mut warned = false;
+                loop {
+                    match tokio::time::timeout(Duration::from_secs(5), pool.wait_for_connect())
+                        .await
+                    {
+                        Ok(Ok(())) => break,
+                        Ok(Err(e)) => {
+                            tracing::warn!(error = %e.details(), "waiting for Redis");
+                            warned = true;
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                        }
+                        Err(_) => {
+                            tracing::warn!(
+                                waited_s = started.elapsed().as_secs(),
+                                "Redis is not reachable yet; retrying with backoff"
+                            );
+                            warned = true;
+                        }
+                    }
+                }
+                if warned {
+                    tracing::info!("Redis connected");
+                }
+                connected.store(true, Ordering::SeqCst);
+            });
+        }
+        Ok(Self {
+            pool,
+            prefix: settings.prefix.clone(),
+            policy,
+            prune_over: PRUNE_OVER,
+            client_slack_ms: 1000,
+            connected,
+        })
+    }
+
+    /// Whether the pool has connected at least once.
+    pub fn ready(&self) -> bool {
+        self.connected.load(Ordering::SeqCst)
+    }
+
+    /// Waits until connected, at most `timeout`.
+    #[cfg(test)]
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !self.ready() {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The key prefix (`RELAY_REDIS_PREFIX`).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Prunes dead fields of a device's hash once it has more than `n` (tests set 0 to prune
+    /// on every write, so the differential test covers pruning).
+    #[cfg(test)]
+    pub fn set_prune_over(&mut self, n: usize) {
+        self.prune_over = n;
+    }
+
+    /// Makes client bucket keys outlive their refill by `ms` (tests whose logical clock
+    /// runs far ahead of real time keep them for the whole test).
+    #[cfg(test)]
+    pub fn set_client_slack_ms(&mut self, ms: i64) {
+        self.client_slack_ms = ms;
+    }
+}
+
+pub(crate) fn err(e: fred::error::Error) -> StoreError {
+    StoreError::Redis(e.to_string())
+}
