@@ -342,6 +342,15 @@ fn sources() -> Vec<Source> {
     out
 }
 
+/// Whether the character before byte `i` of `code` continues an identifier (or, with
+/// `colons`, a path), so that what starts at `i` is not a word of its own.
+fn inside_word(code: &str, i: usize, colons: bool) -> bool {
+    code[..i]
+        .chars()
+        .next_back()
+        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || (colons && c == ':'))
+}
+
 fn ident_at(s: &str) -> &str {
     let end = s
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -393,12 +402,7 @@ fn use_tree(tree: &str, prefix: &[String], out: &mut Vec<Vec<String>>) {
 fn declared_mods(code: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for (i, _) in code.match_indices("mod ") {
-        if i > 0
-            && code[..i]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_ascii_alphanumeric())
-        {
+        if inside_word(code, i, false) {
             continue;
         }
         let name = ident_at(&code[i + 4..]);
@@ -437,12 +441,7 @@ fn crate_paths(at: &[String], code: &str) -> Vec<Vec<String>> {
     let mut raw = Vec::new();
     // `use` statements, whole trees.
     for (i, _) in code.match_indices("use ") {
-        if i > 0
-            && code[..i]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
+        if inside_word(code, i, false) {
             continue;
         }
         let Some(end) = code[i..].find(';') else {
@@ -456,8 +455,7 @@ fn crate_paths(at: &[String], code: &str) -> Vec<Vec<String>> {
     starts.extend(own.iter().map(String::as_str));
     for start in starts {
         for (i, _) in code.match_indices(start) {
-            let before = code[..i].chars().next_back();
-            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            if inside_word(code, i, true) {
                 continue;
             }
             let mut path = Vec::new();
@@ -493,12 +491,7 @@ fn defined_items(code: &str) -> BTreeSet<String> {
         "macro_rules! ",
     ] {
         for (i, _) in code.match_indices(kw) {
-            if i > 0
-                && code[..i]
-                    .chars()
-                    .next_back()
-                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-            {
+            if inside_word(code, i, false) {
                 continue;
             }
             let name = ident_at(&code[i + kw.len()..]);
@@ -519,18 +512,23 @@ fn inner_faults(sources: &[Source]) -> BTreeSet<String> {
     let mut faults = BTreeSet::new();
     // Per parent module: its children's graph.
     let mut graphs: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
-    // What each module's own file re-exports from which child: name -> child.
-    let reexports = |p: &[String]| -> BTreeMap<String, String> {
-        let mut out = BTreeMap::new();
-        if let Some(s) = own.get(p) {
+    // What each module's own file defines, and re-exports from which child (name -> child).
+    let defined: BTreeMap<&[String], BTreeSet<String>> = own
+        .iter()
+        .map(|(p, s)| (*p, defined_items(&s.code)))
+        .collect();
+    let reexports: BTreeMap<&[String], BTreeMap<String, String>> = own
+        .iter()
+        .map(|(p, s)| {
+            let mut out = BTreeMap::new();
             for path in crate_paths(p, &s.code) {
                 if path.len() > p.len() + 1 && path.starts_with(p) {
                     out.insert(path.last().unwrap().clone(), path[p.len()].clone());
                 }
             }
-        }
-        out
-    };
+            (*p, out)
+        })
+        .collect();
     for s in sources {
         for r in crate_paths(&s.path, &s.code) {
             for depth in 1..s.path.len() {
@@ -539,14 +537,10 @@ fn inner_faults(sources: &[Source]) -> BTreeSet<String> {
                     continue;
                 }
                 let from = s.path[depth].clone();
-                let mut child = r[..=depth].to_vec();
-                let to = if modules.contains(&child) {
+                let to = if modules.contains(&r[..=depth]) {
                     r[depth].clone()
                 } else {
-                    let defined = own
-                        .get(parent)
-                        .is_some_and(|p| defined_items(&p.code).contains(&r[depth]));
-                    if defined {
+                    if defined.get(parent).is_some_and(|d| d.contains(&r[depth])) {
                         faults.insert(format!(
                             "climb: {} uses {} of {}",
                             s.path.join("::"),
@@ -555,11 +549,8 @@ fn inner_faults(sources: &[Source]) -> BTreeSet<String> {
                         ));
                         continue;
                     }
-                    match reexports(parent).get(&r[depth]) {
-                        Some(c) => {
-                            child.truncate(depth);
-                            c.clone()
-                        }
+                    match reexports.get(parent).and_then(|m| m.get(&r[depth])) {
+                        Some(c) => c.clone(),
                         None => continue,
                     }
                 };

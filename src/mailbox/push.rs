@@ -26,7 +26,7 @@ use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 
-pub use common::{Alert, Generic, Notify, ServiceName, Tag, MAX_GENERIC_MEMBERS};
+pub use common::{Generic, Notify, ServiceName, MAX_GENERIC_MEMBERS};
 
 use super::auth::Bearer;
 use crate::push::{Push, Service, VerdictClass};
@@ -140,14 +140,10 @@ impl Registration {
     }
 }
 
-/// The members every registration shares, read first whatever the service.
+/// The one member read before the rules are chosen: which service's they are.
 #[derive(Deserialize)]
-struct Shared {
+struct Named {
     service: ServiceName,
-    #[serde(rename = "tag")]
-    _tag: Tag,
-    #[serde(rename = "alert", default)]
-    _alert: Option<Alert>,
 }
 
 /// What one push came to.
@@ -213,8 +209,8 @@ impl Module<'_> {
     }
 }
 
-/// A registration's body, checked: the members every service shares (`service`, `tag`,
-/// optional `alert`), then the service's module's rules (no member besides its own), or
+/// A registration's body, checked: by its service's module's rules when that module is
+/// loaded (the shared `tag` and optional `alert`, its own members and no other), or
 /// without a module at most [`MAX_GENERIC_MEMBERS`] other string members of at most 256
 /// characters. The error says what is wrong; it may quote the body, so it is never logged
 /// (the answer is a plain 400).
@@ -223,8 +219,8 @@ pub fn check(body: &[u8], modules: &Modules) -> Result<Registration, String> {
     if !value.is_object() {
         return Err("the body must be a JSON object".to_owned());
     }
-    let shared = Shared::deserialize(&value).map_err(|e| e.to_string())?;
-    if modules.get(shared.service.as_str()).is_some() {
+    let named = Named::deserialize(&value).map_err(|e| e.to_string())?;
+    if modules.get(named.service.as_str()).is_some() {
         let r = ByService::deserialize(&value).map_err(|e| e.to_string())?;
         return Ok(Registration::Module(r));
     }

@@ -29,10 +29,44 @@ impl Notify {
     }
 }
 
-/// `service`: 1 to 16 of `a-z 0-9 -`, starting with a letter.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct ServiceName(String);
+/// A string member that checks itself as it is read: `$name(String)`, read only when `$ok`
+/// holds of it, else refused with `$why`; written back as the plain string.
+macro_rules! checked_string {
+    ($(#[$doc:meta])* $name:ident, |$s:ident| $ok:expr, $why:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl TryFrom<String> for $name {
+            type Error = &'static str;
+
+            fn try_from($s: String) -> Result<Self, Self::Error> {
+                if $ok {
+                    Ok($name($s))
+                } else {
+                    Err($why)
+                }
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(v: $name) -> String {
+                v.0
+            }
+        }
+    };
+}
+
+checked_string!(
+    /// `service`: 1 to 16 of `a-z 0-9 -`, starting with a letter.
+    ServiceName,
+    |s| (1..=16).contains(&s.len())
+        && s.as_bytes()[0].is_ascii_lowercase()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+    "service must be 1 to 16 of a-z 0-9 -, starting with a letter"
+);
 
 impl ServiceName {
     /// The name.
@@ -41,76 +75,28 @@ impl ServiceName {
     }
 }
 
-impl TryFrom<String> for ServiceName {
-    type Error = &'static str;
+checked_string!(
+    /// `tag`: 1 to 64 of `A-Z a-z 0-9 _ -`.
+    Tag,
+    |s| (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
+    "tag must be 1 to 64 of A-Z a-z 0-9 _ -"
+);
 
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        let ok = (1..=16).contains(&s.len())
-            && s.as_bytes()[0].is_ascii_lowercase()
-            && s.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-        if ok {
-            Ok(ServiceName(s))
-        } else {
-            Err("service must be 1 to 16 of a-z 0-9 -, starting with a letter")
-        }
-    }
-}
+checked_string!(
+    /// `alert`: the text an alert push shows, at most 160 characters.
+    Alert,
+    |s| s.chars().count() <= 160,
+    "alert must be a string of at most 160 characters"
+);
 
-impl From<ServiceName> for String {
-    fn from(s: ServiceName) -> String {
-        s.0
-    }
-}
-
-/// `tag`: 1 to 64 of `A-Z a-z 0-9 _ -`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct Tag(String);
-
-impl TryFrom<String> for Tag {
-    type Error = &'static str;
-
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        let ok = (1..=64).contains(&s.len())
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if ok {
-            Ok(Tag(s))
-        } else {
-            Err("tag must be 1 to 64 of A-Z a-z 0-9 _ -")
-        }
-    }
-}
-
-impl From<Tag> for String {
-    fn from(t: Tag) -> String {
-        t.0
-    }
-}
-
-/// `alert`: the text an alert push shows, at most 160 characters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct Alert(String);
-
-impl TryFrom<String> for Alert {
-    type Error = &'static str;
-
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        if s.chars().count() <= 160 {
-            Ok(Alert(s))
-        } else {
-            Err("alert must be a string of at most 160 characters")
-        }
-    }
-}
-
-impl From<Alert> for String {
-    fn from(a: Alert) -> String {
-        a.0
-    }
-}
+checked_string!(
+    /// A member of a [`Generic`] registration: a string of at most 256 characters.
+    Member,
+    |s| s.chars().count() <= 256,
+    "every other member must be a string of at most 256 characters"
+);
 
 /// What every service's wake-up carries: the registration's tag, and for an alert its
 /// text (`New message` when the registration gives none).
@@ -119,29 +105,6 @@ pub fn wake(tag: &Tag, alert: Option<&Alert>, notify: Notify) -> Payload {
         tag: tag.0.clone(),
         alert: (notify == Notify::Alert)
             .then(|| alert.map_or("New message", |a| a.0.as_str()).to_owned()),
-    }
-}
-
-/// A member of a [`Generic`] registration: a string of at most 256 characters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct Member(String);
-
-impl TryFrom<String> for Member {
-    type Error = &'static str;
-
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        if s.chars().count() <= 256 {
-            Ok(Member(s))
-        } else {
-            Err("every other member must be a string of at most 256 characters")
-        }
-    }
-}
-
-impl From<Member> for String {
-    fn from(m: Member) -> String {
-        m.0
     }
 }
 
