@@ -25,6 +25,8 @@
 #   BENCH_SIGNED_FANOUT_DURATION=3*BENCH_DURATION   seconds of the 100-target run
 #   BENCH_SIGNED_FANOUT_CONNECTIONS=8 connections of the 100-target runs
 #   BENCH_SIGNED_RT_PUSHES=2000       one-target signed pushes counted for Redis round trips
+#   BENCH_SIGNED_PARTS_PREGEN=250000  pushes signed before the loop of each signed part's run
+#   BENCH_SIGNED_VERIFY_ITERATIONS=3000 verifications per thread per round of the verify part
 #   BENCH_SIGNED_RT_FANOUT_PUSHES=100 100-target signed pushes counted for Redis round trips
 #   BENCH_MAILBOX_BODY_BYTES=256      envelope size of the mailbox phases
 #   BENCH_MAILBOX_RT_REQUESTS=2000    envelope PUTs and lists counted for Redis round trips
@@ -70,6 +72,8 @@ FANOUT_RATE=${BENCH_SIGNED_FANOUT_RATE:-20}
 FANOUT_DURATION=${BENCH_SIGNED_FANOUT_DURATION:-$((DURATION * 3))}
 FANOUT_CONNS=${BENCH_SIGNED_FANOUT_CONNECTIONS:-8}
 RT_PUSHES=${BENCH_SIGNED_RT_PUSHES:-2000}
+SG_PREGEN=${BENCH_SIGNED_PARTS_PREGEN:-250000}
+SG_VERIFY_ITER=${BENCH_SIGNED_VERIFY_ITERATIONS:-3000}
 RT_FANOUT_PUSHES=${BENCH_SIGNED_RT_FANOUT_PUSHES:-100}
 MB_BODY=${BENCH_MAILBOX_BODY_BYTES:-256}
 MB_RT=${BENCH_MAILBOX_RT_REQUESTS:-2000}
@@ -230,10 +234,40 @@ flush
   --max-requests "$MAXREQ" --label "part-redis@$round" --out "$results" >/dev/null
 flush
 
+fi
+if want signed; then
 log "part C: mock APNs over HTTP/2 (relay-bench as the relay's client)"
 "$RB" apns --url "$APNS" --ca "$out/apns/ca.pem" --concurrency "$CONNS" --duration "$DURATION" \
   --max-requests "$MAXREQ" --pid "mock=$mock_pid" --label "part-apns@$round" --out "$results" >/dev/null
 
+# The parts of a one-target signed push, each alone: its HTTP part (bench-intake reads,
+# parses and canonicalises /v2/pushes and renders the receipt), one Ed25519 verification
+# (ring as the relay calls it, one thread per core) and its three store calls (the relay's
+# own Store driving receipt_begin, admit and receipt_update on Redis). With part C above,
+# the report compares the signed run with their combined limit.
+log "signed part A: HTTP intake of /v2/pushes alone (bench-intake)"
+intake_port=$(free_port)
+"$bin/bench-intake" --port "$intake_port" --max-seconds 600 >/dev/null &
+intake_pid=$!; pids+=("$intake_pid")
+wait_port "$intake_port"
+warm_signed --url "http://127.0.0.1:$intake_port/" --connections "$CONNS"
+"${SIGNED[@]}" --url "http://127.0.0.1:$intake_port/" --connections "$CONNS" --duration "$DURATION" \
+  --max-requests "$MAXREQ" --pregen "$SG_PREGEN" --pid "intake=$intake_pid" \
+  --label "part-sg-intake@$round" --out "$results" >/dev/null
+stop "$intake_pid"
+
+log "signed part V: Ed25519 verification alone (relay-bench verify, every core)"
+"$RB" verify --threads 0 --rounds 3 --iterations "$SG_VERIFY_ITER" \
+  --label "part-sg-verify@$round" --out "$results" >/dev/null 2>>"$out/verify.log"
+
+log "signed part S: the store calls of a one-target signed push alone (relay-bench signed-redis)"
+flush
+"$RB" signed-redis --redis-url "$REDIS" --concurrency "$CONNS" --duration "$DURATION" \
+  --max-requests "$MAXREQ" --pregen "$SG_PREGEN" --label "part-sg-redis@$round" --out "$results" >/dev/null
+flush
+fi
+
+if full; then
 log "sealrelay, embedded store"
 start_relay mem
 warm --url "$relay_url" --connections "$CONNS"

@@ -49,6 +49,7 @@ pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod parts;
 pub mod telemetry;
 pub mod v1;
 
@@ -63,23 +64,3 @@ pub(crate) mod push;
 pub(crate) mod secret;
 pub(crate) mod signed;
 pub(crate) mod store;
-
-/// The pieces the benchmark, the fuzz targets and a few integration tests drive directly.
-pub mod parts {
-    pub use crate::app::register_metrics;
-    pub use crate::delivery::alert::DEFAULT_MAX_CIPHERTEXT_CHARS;
-    pub use crate::delivery::Alert;
-    pub use crate::mailbox::ice;
-    pub use crate::push::fcm;
-    pub use crate::secret::Secret;
-    pub use crate::signed::request::SignedPush;
-    pub use crate::signed::sig::{read_authorization, sign_request, PrivateKey, ReadAuthorization};
-    pub use crate::store::redis::mailbox::mailbox_lua;
-    pub use crate::store::redis::policy::admit_lua;
-
-    /// The APNs body of a sealed alert with these stub texts (the fuzz targets render every
-    /// envelope they parse), as the core hands it to the APNs module.
-    pub fn alert_body(alert: &Alert, title: &str, body: &str) -> Vec<u8> {
-        crate::push::apns::render(&crate::delivery::notification(alert, title, body, 0)).to_vec()
-    }
-}

@@ -64,6 +64,11 @@ struct Listing {
     data: Vec<u8>,
 }
 
+/// The relay's limit on a `/v2/pushes` body (SIGNED.md).
+const SIGNED_MAX_BODY_BYTES: usize = 512 * 1024;
+/// The topic of a push that names none (the benchmark's relays run with this APNS_TOPIC).
+const SIGNED_TOPIC: &str = "com.example.cronstable";
+
 const FORWARDED: &[u8] = br#"{"v":1,"outcome":"forwarded"}"#;
 
 fn json(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
@@ -166,6 +171,45 @@ async fn mailbox(req: Request<Incoming>, listing: &Listing) -> Response<Full<Byt
     }
 }
 
+/// The HTTP part of `POST /v2/pushes`: the body read to the relay's limit, parsed (and
+/// canonicalised, its hash taken) by the relay's parser, and answered 201 with the receipt the
+/// relay renders for a push whose targets were all delivered. No signer lookup, no signature,
+/// no store, no APNs: those are the other parts.
+async fn signed(req: Request<Incoming>, max_ct: usize) -> Response<Full<Bytes>> {
+    let body = match Limited::new(req.into_body(), SIGNED_MAX_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(_) => {
+            return json(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Bytes::from_static(br#"{"error":{"code":"payload_too_large"}}"#),
+            )
+        }
+    };
+    match sealrelay::parts::SignedPush::parse(&body, max_ct) {
+        Ok(push) => {
+            let topic = push.topic().unwrap_or(SIGNED_TOPIC);
+            let answer = sealrelay::parts::signed_answer(&push, topic, now_ms());
+            json(StatusCode::CREATED, Bytes::from(answer))
+        }
+        Err(e) => json(
+            StatusCode::BAD_REQUEST,
+            Bytes::from(
+                serde_json::json!({"error": {"code": "invalid_request", "message": e.message()}})
+                    .to_string(),
+            ),
+        ),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 async fn handle(
     req: Request<Incoming>,
     max_ct: usize,
@@ -173,6 +217,9 @@ async fn handle(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     if req.uri().path().starts_with("/v1/") {
         return Ok(mailbox(req, &listing).await);
+    }
+    if req.uri().path() == "/v2/pushes" && req.method() == hyper::Method::POST {
+        return Ok(signed(req, max_ct).await);
     }
     if req.method() != hyper::Method::POST || req.uri().path() != "/" {
         return Ok(json(

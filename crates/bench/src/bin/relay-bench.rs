@@ -53,6 +53,8 @@
 mod mailbox;
 #[path = "relay-bench/signal.rs"]
 mod signal;
+#[path = "relay-bench/signed_redis.rs"]
+mod signed_redis;
 #[path = "relay-bench/verify.rs"]
 mod verify;
 
@@ -114,6 +116,8 @@ enum Cmd {
     Apns(ApnsArgs),
     /// Run the real admission script with EVALSHA over many connections: the Redis part alone.
     Redis(RedisArgs),
+    /// The store calls of a signed push alone (receipt begun, admission, outcomes recorded).
+    SignedRedis(signed_redis::SignedRedisArgs),
     /// Envelope PUTs or lists over many mailboxes (a relay, or bench-intake: the HTTP part).
     Mailbox(mailbox::MailboxArgs),
     /// The relay's mailbox script alone with EVALSHA, for the same requests: the Redis part.
@@ -1499,6 +1503,7 @@ fn main() -> anyhow::Result<()> {
             Cmd::Mock(a) => run_mock(a).await,
             Cmd::Apns(a) => run_apns(a).await,
             Cmd::Redis(a) => run_redis(a).await,
+            Cmd::SignedRedis(a) => signed_redis::run_signed_redis(a).await,
             Cmd::Mailbox(a) => mailbox::run_mailbox(a).await,
             Cmd::MailboxRedis(a) => mailbox::run_mailbox_redis(a).await,
             Cmd::Watch(a) => mailbox::run_watch(a).await,
