@@ -60,3 +60,27 @@ where
             .build(connector),
     )
 }
+
+/// An `Authorization` header value for `scheme token`, marked sensitive so HTTP/2's HPACK
+/// never indexes it and no debug print of the request shows it; `None` when the token has
+/// bytes a header cannot carry.
+pub fn authorization(scheme: &str, token: &str) -> Option<hyper::header::HeaderValue> {
+    let mut value = hyper::header::HeaderValue::from_str(&format!("{scheme} {token}")).ok()?;
+    value.set_sensitive(true);
+    Some(value)
+}
+
+#[cfg(test)]
+mod authorization_tests {
+    use super::authorization;
+
+    #[test]
+    fn a_credential_header_is_sensitive_and_a_bad_token_is_refused() {
+        let v = authorization("Bearer", "ya29.token").unwrap();
+        assert!(v.is_sensitive());
+        assert_eq!(v.as_bytes(), b"Bearer ya29.token");
+        assert!(format!("{v:?}").contains("Sensitive"));
+        assert!(!format!("{v:?}").contains("ya29"));
+        assert!(authorization("Bearer", "bad\ntoken").is_none());
+    }
+}

@@ -153,10 +153,13 @@ impl ApnsClient {
         }
         let jwt = self.token.get((self.clock.now_ms() / 1000).max(0) as u64);
         let uri = format!("{}/3/device/{}", self.base(env), m.to.expose());
-        let mut request = Request::builder()
-            .method(Method::POST)
-            .uri(uri)
-            .header("authorization", format!("bearer {jwt}"))
+        let mut request = Request::builder().method(Method::POST).uri(uri);
+        // The provider token, sensitive (never indexed by HPACK). A JWT is base64url and dots,
+        // so it always fits a header; were it not to, APNs answers 403 MissingProviderToken.
+        if let Some(authorization) = crate::push::tls::authorization("bearer", &jwt) {
+            request = request.header("authorization", authorization);
+        }
+        request = request
             .header("apns-topic", m.topic.as_deref().unwrap_or(&self.topic))
             .header("apns-push-type", push_type(m.kind))
             .header("apns-priority", priority(m.priority).to_string())

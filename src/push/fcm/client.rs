@@ -316,15 +316,19 @@ impl FcmClient {
         body: Bytes,
         deadline: Instant,
     ) -> FcmOutcome {
+        let Some(authorization) = crate::push::tls::authorization("Bearer", access.expose()) else {
+            // Only a token with bytes a header cannot carry gets here; fetch_token rules it out.
+            return FcmOutcome::Misconfigured(Failure::new(Stage::Send, 0, Reason::TokenResponse));
+        };
         let request = Request::builder()
             .method(Method::POST)
             .uri(self.send_uri.clone())
-            .header("authorization", format!("Bearer {}", access.expose()))
+            .header("authorization", authorization)
             .header("content-type", "application/json; charset=utf-8")
             .header("user-agent", USER_AGENT)
             .body(Full::new(body));
         let Ok(request) = request else {
-            // Only a token with bytes a header cannot carry gets here; fetch_token rules it out.
+            // A header the request cannot carry: this request cannot succeed.
             return FcmOutcome::Misconfigured(Failure::new(Stage::Send, 0, Reason::TokenResponse));
         };
         let (status, retry_after, answer) =
