@@ -95,6 +95,10 @@ families! {
             "Ed25519 signature verifications by result (valid, invalid).";
         SIGNED_REPLAYS = "sealrelay_signed_replays_total", counter,
             "Exact replays of signed pushes answered 200 with the stored receipt (nothing sent).";
+        SIGNED_TAKEOVERS = "sealrelay_signed_takeovers_total", counter,
+            "Replays of signed pushes that found the push's lease lapsed with targets still accepted, took it over and delivered them.";
+        SIGNED_RESOLUTIONS = "sealrelay_signed_resolutions_total", counter,
+            "Signed pushes settled in the background after a lost store reply, by result (started, delivered, settled, abandoned).";
         SIGNED_TARGETS = "sealrelay_signed_targets_total", counter,
             "Each signed target's first outcome, by receipt state.";
         RECEIPT_READS = "sealrelay_receipt_reads_total", counter,
@@ -193,6 +197,8 @@ pub struct CoreLabels<'a> {
     pub signed: &'a [(&'static str, &'static str)],
     /// The kinds of receipt read.
     pub receipt_reads: &'a [&'static str],
+    /// The results of settling a signed push in the background.
+    pub signed_resolutions: &'a [&'static str],
     /// The ICE providers.
     pub ice_providers: &'a [&'static str],
 }
@@ -223,6 +229,10 @@ pub fn register_known(l: CoreLabels<'_>) {
     counter!(TRACE_EXPORT_ERRORS).absolute(0);
     counter!(FANOUT_LAGGED).absolute(0);
     counter!(SIGNED_REPLAYS).absolute(0);
+    counter!(SIGNED_TAKEOVERS).absolute(0);
+    for r in l.signed_resolutions {
+        counter!(SIGNED_RESOLUTIONS, "result" => *r).absolute(0);
+    }
     gauge!(EVENT_STREAMS_OPEN).set(0.0);
     for valid in [true, false] {
         counter!(SIGNATURE_VERIFICATIONS, "result" => verification_result(valid)).absolute(0);
@@ -420,6 +430,16 @@ pub fn signature_verification(valid: bool) {
 /// An exact replay answered (nothing sent).
 pub fn signed_replay() {
     counter!(SIGNED_REPLAYS).increment(1);
+}
+
+/// A replay took over a push whose lease had lapsed.
+pub fn signed_takeover() {
+    counter!(SIGNED_TAKEOVERS).increment(1);
+}
+
+/// A background settlement of a signed push started or ended with `result`.
+pub fn signed_resolution(result: &'static str) {
+    counter!(SIGNED_RESOLUTIONS, "result" => result).increment(1);
 }
 
 /// A signed target's first outcome.

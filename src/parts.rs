@@ -20,7 +20,7 @@ pub use crate::store::redis::policy::admit_lua;
 use crate::delivery::Outcome;
 use crate::policy::{Decision, Policy};
 use crate::signed::receipt;
-use crate::store::receipts::{self, Begun, Update};
+use crate::store::receipts::{self, Begun, Claim, Guard, Update};
 use crate::store::redis::fanout::RedisFanout;
 use crate::store::redis::{RedisSettings, RedisStore};
 use crate::store::{RedisFailure, Store};
@@ -51,8 +51,7 @@ fn delivered(push: &SignedPush) -> Vec<Update> {
 /// The HTTP part of a signed push (`bench-intake` answers this without a store or APNs).
 pub fn signed_answer(push: &SignedPush, topic: &str, now_ms: i64) -> Vec<u8> {
     let targets: Vec<String> = push.targets().iter().map(|t| t.receipt_key()).collect();
-    let begun = receipts::begin(
-        None,
+    let mut r = receipts::fresh(
         push.request_id(),
         push.canonical_hash(),
         push.signer_key_id(),
@@ -60,12 +59,13 @@ pub fn signed_answer(push: &SignedPush, topic: &str, now_ms: i64) -> Vec<u8> {
         &targets,
         now_ms,
     );
-    let Begun::New(mut r) = begun else {
-        return Vec::new();
-    };
     receipts::update(&mut r, &delivered(push), now_ms);
     receipt::render(&r).to_string().into_bytes()
 }
+
+/// The lease a benchmark push's receipt is begun with (the relay's default
+/// `RELAY_RETRY_LEASE_MS`).
+const LEASE_MS: i64 = 30_000;
 
 /// What one signed push's store part ended in, for the benchmark's tally.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +138,11 @@ impl SignedStorePart {
     /// The store calls of one accepted push at `now_ms`, in the relay's order.
     pub async fn push(&self, push: &SignedPush, topic: &str, now_ms: i64) -> SignedStoreOutcome {
         let targets: Vec<String> = push.targets().iter().map(|t| t.receipt_key()).collect();
+        let owner = receipts::owner_token();
+        let claim = Claim {
+            owner: &owner,
+            lease_ms: LEASE_MS,
+        };
         let begun = self
             .store
             .receipts()
@@ -147,6 +152,7 @@ impl SignedStorePart {
                 push.signer_key_id(),
                 topic,
                 &targets,
+                &claim,
                 now_ms,
                 self.ttl_ms,
             )
@@ -177,7 +183,13 @@ impl SignedStorePart {
         let recorded = self
             .store
             .receipts()
-            .update(push.request_id(), &delivered(push), now_ms, self.ttl_ms)
+            .update(
+                push.request_id(),
+                &delivered(push),
+                Guard::Always,
+                now_ms,
+                self.ttl_ms,
+            )
             .await;
         match recorded {
             Err(_) => SignedStoreOutcome::Failed,

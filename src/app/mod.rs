@@ -159,6 +159,7 @@ pub fn register_metrics() {
         signed_routes: &Route::ALL.map(|r| r.as_str()),
         signed: &signed,
         receipt_reads: &ReadKind::ALL.map(|k| k.as_str()),
+        signed_resolutions: &crate::signed::api::Resolution::ALL.map(|r| r.as_str()),
         ice_providers: &crate::mailbox::ice::Provider::ALL.map(|p| p.as_str()),
     });
     crate::metrics::register_store_decode_errors(&crate::store::DecodeKind::LABELS);

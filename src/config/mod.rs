@@ -134,6 +134,7 @@ impl Config {
             receipt_ttl_ms: core.receipt_ttl_ms,
             body_timeout: v1.body_timeout,
             abandon_after_ms: 2 * core.retry_lease_ms,
+            lease_ms: core.retry_lease_ms,
         };
         if r.errors.is_empty() {
             Ok(Config {

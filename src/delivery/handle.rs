@@ -57,6 +57,16 @@ pub struct Context {
     pub topic: Option<String>,
     /// The signed push and target whose receipt a queued item settles.
     pub receipt: Option<(String, String)>,
+    /// The admission must be decided in the shared store, never in this replica's memory
+    /// (signed pushes: SIGNED.md answers 503 in the degrade mode rather than send on a
+    /// per-replica decision). A store failure is then [`Outcome::StoreUnavailable`].
+    pub shared: bool,
+    /// The notification was taken over from a replica that stopped after accepting it,
+    /// perhaps after admitting and even sending it. A coalesced admission is then most
+    /// likely that replica's own forward, which may never have left: it is sent again
+    /// (at least once rather than lost), under the same `apns-collapse-id`, so a device
+    /// that got both shows one notification.
+    pub retake: bool,
 }
 
 /// Renders a notification in a service's shape, for a dry run's log line.
@@ -198,6 +208,15 @@ impl Delivery {
         &self.clock
     }
 
+    /// The longest one inline delivery spends with the push service: one request timeout
+    /// per environment it may try (zero when nothing is sent).
+    pub fn send_bound(&self) -> Duration {
+        match &self.sender {
+            Sender::Push(p) => p.request_timeout() * 2,
+            _ => Duration::ZERO,
+        }
+    }
+
     /// Whether forwards are really sent (the retry worker runs only then).
     pub fn sends(&self) -> bool {
         matches!(self.sender, Sender::Push(_))
@@ -228,12 +247,18 @@ impl Delivery {
             store = self.store.kind(),
             decision = tracing::field::Empty
         );
-        let admitted = self
-            .store
-            .policy()
-            .admit(&alert.device, collapse, flap_key, now_ms)
-            .instrument(admission_span.clone())
-            .await;
+        let policy = self.store.policy();
+        let admitted = if ctx.shared {
+            policy
+                .admit_shared(&alert.device, collapse, flap_key, now_ms)
+                .instrument(admission_span.clone())
+                .await
+        } else {
+            policy
+                .admit(&alert.device, collapse, flap_key, now_ms)
+                .instrument(admission_span.clone())
+                .await
+        };
         let Admission { decision, env } = match admitted {
             Ok(a) => {
                 admission_span.record("decision", a.decision.label());
@@ -245,6 +270,10 @@ impl Delivery {
             }
         };
         let ticket = match decision {
+            Decision::Coalesced if ctx.retake => Ticket {
+                at_ms: now_ms,
+                kind: crate::policy::TicketKind::Counted { cooled: false },
+            },
             Decision::Coalesced => return Outcome::Coalesced,
             Decision::Suppressed => return Outcome::Suppressed,
             Decision::RateLimited { retry_after_s } => {

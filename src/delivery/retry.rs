@@ -22,7 +22,7 @@ use crate::metrics;
 use crate::push::{Kind, Notification, Payload, VerdictClass};
 use crate::secret::Secret;
 use crate::store::queue::{backoff_ms, random_u32, Fenced, Pending};
-use crate::store::receipts::{State, Update};
+use crate::store::receipts::{Guard, State, Update};
 use crate::store::Lease;
 
 /// What one retry attempt came to, as labelled in `sealrelay_retry_attempts_total{result}`.
@@ -300,6 +300,7 @@ impl Delivery {
             .update(
                 push_id,
                 &[update],
+                Guard::Always,
                 self.clock.now_ms(),
                 self.settings.receipt_ttl_ms,
             )

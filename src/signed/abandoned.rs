@@ -4,23 +4,27 @@
 //! the push records the target's first outcome, which it does within one APNs attempt (or
 //! hands the target to the retry queue as `queued`). A target still `accepted` long after
 //! that was being delivered by a replica that stopped, or lost the store, before recording
-//! what happened. No replica will ever settle it, and a replay sends nothing, so without
-//! this the receipt would stay `pending` until its TTL.
+//! what happened, and nobody took the push over since (a replay that finds the push's lease
+//! lapsed takes it over and delivers; a reader cannot, as the store keeps no ciphertext
+//! beside a receipt). Without this the receipt would stay `pending` until its TTL.
 //!
-//! Whoever reads such a receipt (a signed read, an event stream, the admin API, a replay)
-//! settles those targets as `failed` with the reason `relay_interrupted`: the relay does
+//! Whoever reads such a receipt (a signed read, an event stream, the admin API, a replay
+//! that finds nothing left to take over) settles those targets as `failed` with the reason `relay_interrupted`: the relay does
 //! not know whether APNs took the notification, and says so rather than resend (a resend
 //! could page twice). The change goes through the store's state machine, so it applies only
 //! while the target is still `accepted`, and the one outcome the original replica might
 //! still record later is ignored.
 //!
 //! The bound is twice `RELAY_RETRY_LEASE_MS` (which already exceeds twice the APNs request
-//! timeout): a replica that is still alive has recorded an outcome long before it.
+//! timeout): a replica that is still alive has recorded an outcome long before it. And the
+//! change is guarded by the push's lease ([`Guard::Lapsed`]): while a lease holder is still
+//! delivering (the owner retrying after a lost store reply, or a replay that took the push
+//! over), nothing is settled behind its back.
 //!
 //! Store round trips: none while no target is past the bound; one update when one is (and
 //! one read if another writer changed the receipt meanwhile).
 
-use crate::store::receipts::{self, Receipt, State, Update};
+use crate::store::receipts::{self, Guard, Receipt, State, Update, Updated};
 use crate::store::Store;
 
 /// The failure detail of an interrupted target.
@@ -74,10 +78,10 @@ impl Abandonment {
         let held = r.events.last().map_or(0, |e| e.sequence);
         match store
             .receipts()
-            .update(&r.push_id, &updates, now_ms, self.ttl_ms)
+            .update(&r.push_id, &updates, Guard::Lapsed, now_ms, self.ttl_ms)
             .await
         {
-            Ok(Some(before)) if before == held => {
+            Ok(Updated::Applied(before)) if before == held => {
                 tracing::warn!(
                     push_id = %r.push_id,
                     targets = updates.len(),
@@ -90,11 +94,13 @@ impl Abandonment {
                 r
             }
             // Another writer changed it in between: what the store holds now.
-            Ok(Some(_)) => match store.receipts().get(&r.push_id, now_ms).await {
+            Ok(Updated::Applied(_)) => match store.receipts().get(&r.push_id, now_ms).await {
                 Ok(Some(stored)) => stored,
                 _ => r,
             },
-            Ok(None) => r,
+            // A lease holder is still at work (a takeover, or the owner retrying after a
+            // lost reply): it settles them.
+            Ok(Updated::Held) | Ok(Updated::Gone) => r,
             Err(e) => {
                 tracing::warn!(error = %e, push_id = %r.push_id, "settling a signed push's abandoned targets failed");
                 r
@@ -106,14 +112,11 @@ impl Abandonment {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::receipts::{begin, Begun};
+    use crate::store::receipts::fresh;
 
     fn receipt(targets: &[&str], at: i64) -> Receipt {
         let targets: Vec<String> = targets.iter().map(|t| t.to_string()).collect();
-        match begin(None, "p", "sha256:x", "k", "t", &targets, at) {
-            Begun::New(r) => r,
-            other => panic!("{other:?}"),
-        }
+        fresh("p", "sha256:x", "k", "t", &targets, at)
     }
 
     const A: Abandonment = Abandonment {

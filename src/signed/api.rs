@@ -32,7 +32,9 @@ use super::signers::{Known, Signers};
 use crate::body::BodyError;
 use crate::delivery::{Context, Delivery};
 use crate::metrics;
-use crate::store::receipts::{Begun, Event, EventKind, Receipt, Update};
+use crate::store::receipts::{
+    self, Begun, Claim, Event, EventKind, Guard, Receipt, State as TargetState, Update, Updated,
+};
 use crate::store::{Store, StoreError};
 
 /// How often an open event stream sends a `: keepalive` comment.
@@ -54,6 +56,9 @@ pub struct Settings {
     /// A target `accepted` for longer than this, ms, was left by a replica that stopped
     /// ([`super::abandoned`]): twice `RELAY_RETRY_LEASE_MS`.
     pub abandon_after_ms: i64,
+    /// How long the request that accepts a push (or takes it over) holds its lease, ms:
+    /// `RELAY_RETRY_LEASE_MS`, which exceeds twice the APNs request timeout.
+    pub lease_ms: i64,
 }
 
 /// The signed front-end.
@@ -163,6 +168,40 @@ impl ReadKind {
     }
 }
 
+/// How a background settlement of a signed push went, as labelled in
+/// `sealrelay_signed_resolutions_total{result}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// A store reply was lost: the push is settled in the background.
+    Started,
+    /// Its accepted targets were delivered (or refused) and recorded.
+    Delivered,
+    /// Nothing was left for it: recorded, or another holder has the push.
+    Settled,
+    /// The staleness window closed first; the receipt's readers settle it.
+    Abandoned,
+}
+
+impl Resolution {
+    /// Every result.
+    pub const ALL: [Resolution; 4] = [
+        Resolution::Started,
+        Resolution::Delivered,
+        Resolution::Settled,
+        Resolution::Abandoned,
+    ];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resolution::Started => "started",
+            Resolution::Delivered => "delivered",
+            Resolution::Settled => "settled",
+            Resolution::Abandoned => "abandoned",
+        }
+    }
+}
+
 /// The `/v2` routes.
 pub fn routes(signed: Arc<Signed>) -> Router {
     Router::new()
@@ -262,44 +301,198 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<(Code, Response), ApiEr
     let now = s.now_ms();
     sig::check_fresh(push.issued_at_ms(), now.max(0) as u64)
         .map_err(|_| with_id(ApiError::stale("issuedAtMs")))?;
-    let targets: Vec<String> = push.targets().iter().map(|t| t.receipt_key()).collect();
-    let begun = s
-        .store()
-        .receipts()
-        .begin(
-            &id,
-            push.canonical_hash(),
-            push.signer_key_id(),
-            &topic,
-            &targets,
-            now,
-            s.settings.receipt_ttl_ms,
-        )
-        .await
-        .map_err(|e| with_id(unavailable(&e)))?;
-    let fresh = match begun {
+    let owner = receipts::owner_token();
+    let began = Instant::now();
+    let begun = match s.begin(&push, &topic, &owner, now).await {
+        Ok(b) => b,
+        Err(e) => {
+            // A reply that did not arrive is not a command that did not run: Redis may yet
+            // run (or have run) the begin, and with it this request's lease. This replica
+            // keeps the push and settles it in the background, so the client's retry (a
+            // replay) finds it delivered or being delivered, never abandoned.
+            let answer = with_id(unavailable(&e));
+            s.resolve_later(push, topic, owner, Vec::new());
+            return Err(answer);
+        }
+    };
+    let (code, status, fresh, taken) = match begun {
         Begun::Conflict => return Err(with_id(ApiError::conflict())),
-        Begun::Replay(r) => {
+        Begun::Replay {
+            receipt: r,
+            owned: false,
+        } => {
             metrics::signed_replay();
             let r = s.abandonment().settle(s.store(), r, now).await;
             return Ok((Code::Replayed, json(StatusCode::OK, &receipt::render(&r))));
         }
-        Begun::New(r) => r,
+        Begun::Replay {
+            receipt: r,
+            owned: true,
+        } => {
+            metrics::signed_replay();
+            metrics::signed_takeover();
+            tracing::warn!(
+                push_id = %id,
+                "a signed push's lease lapsed while targets were still accepted: this replay takes it over and delivers them"
+            );
+            (Code::Replayed, StatusCode::OK, r, true)
+        }
+        Begun::New(r) => (Code::Created, StatusCode::CREATED, r, false),
     };
     // Delivered and recorded in a task of its own: a client that hangs up does not cancel
     // the sends half way or leave the receipt without their outcomes.
     let (s2, id2) = (s.clone(), id.clone());
-    let r = tokio::spawn(async move { deliver(&s2, &push, &topic, fresh).await })
-        .await
-        .map_err(|_| ApiError::unavailable().with_push(&id2))?;
-    Ok((
-        Code::Created,
-        json(StatusCode::CREATED, &receipt::render(&r)),
-    ))
+    let r = tokio::spawn(async move {
+        let (r, left) = deliver(&s2, &push, &topic, fresh, began, taken).await;
+        if let Some(unrecorded) = left {
+            s2.resolve_later(push, topic, owner, unrecorded);
+        }
+        r
+    })
+    .await
+    .map_err(|_| ApiError::unavailable().with_push(&id2))?;
+    Ok((code, json(status, &receipt::render(&r))))
 }
 
-/// Every target through the delivery core at once; the receipt with their first outcomes.
-async fn deliver(s: &Signed, push: &SignedPush, topic: &str, fresh: Receipt) -> Receipt {
+impl Signed {
+    /// Begins `push`'s receipt with `owner` bidding for its lease (see
+    /// [`crate::store::receipts::MemoryReceipts::begin`]).
+    async fn begin(
+        &self,
+        push: &SignedPush,
+        topic: &str,
+        owner: &str,
+        now_ms: i64,
+    ) -> Result<Begun, StoreError> {
+        let targets: Vec<String> = push.targets().iter().map(|t| t.receipt_key()).collect();
+        let claim = Claim {
+            owner,
+            lease_ms: self.settings.lease_ms,
+        };
+        self.store()
+            .receipts()
+            .begin(
+                push.request_id(),
+                push.canonical_hash(),
+                push.signer_key_id(),
+                topic,
+                &targets,
+                &claim,
+                now_ms,
+                self.settings.receipt_ttl_ms,
+            )
+            .await
+    }
+
+    /// Settles `push` in the background after a store reply was lost: the outcomes not
+    /// recorded yet are recorded, then the push is begun again under the same owner (its
+    /// own replay renews its lease, or creates the receipt if the first begin never ran)
+    /// and its still `accepted` targets are delivered. Tried with backoff (100 ms doubling
+    /// to 2 s) until nothing is left, another holder has the push, or the staleness window
+    /// closes (then the receipt's readers settle it).
+    fn resolve_later(
+        self: &Arc<Self>,
+        push: SignedPush,
+        topic: String,
+        owner: String,
+        unrecorded: Vec<Update>,
+    ) {
+        metrics::signed_resolution(Resolution::Started.as_str());
+        let s = self.clone();
+        tokio::spawn(async move {
+            let result = s.resolve(&push, &topic, &owner, unrecorded).await;
+            metrics::signed_resolution(result.as_str());
+        });
+    }
+
+    async fn resolve(
+        &self,
+        push: &SignedPush,
+        topic: &str,
+        owner: &str,
+        mut unrecorded: Vec<Update>,
+    ) -> Resolution {
+        let give_up = Instant::now() + Duration::from_secs(crate::policy::STALENESS_S);
+        let mut pause = Duration::from_millis(100);
+        loop {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(2));
+            if Instant::now() >= give_up {
+                tracing::error!(
+                    push_id = %push.request_id(),
+                    "a signed push could not be settled within the staleness window: its readers settle it"
+                );
+                return Resolution::Abandoned;
+            }
+            let now = self.now_ms();
+            if !unrecorded.is_empty() {
+                let recorded = self
+                    .store()
+                    .receipts()
+                    .update(
+                        push.request_id(),
+                        &unrecorded,
+                        Guard::Always,
+                        now,
+                        self.settings.receipt_ttl_ms,
+                    )
+                    .await;
+                match recorded {
+                    Ok(_) => unrecorded.clear(),
+                    Err(_) => continue,
+                }
+            }
+            let began = Instant::now();
+            let r = match self.begin(push, topic, owner, now).await {
+                Err(_) => continue,
+                Ok(Begun::New(r))
+                | Ok(Begun::Replay {
+                    receipt: r,
+                    owned: true,
+                }) => r,
+                // Nothing accepted any more, another holder delivers, or the id was taken.
+                Ok(_) => return Resolution::Settled,
+            };
+            // Its own push: nothing of it was admitted before (the lost reply came first, or
+            // too little of the lease was left to send).
+            match deliver(self, push, topic, r, began, false).await {
+                (_, None) => return Resolution::Delivered,
+                (_, Some(left)) => unrecorded = left,
+            }
+        }
+    }
+}
+
+/// The `accepted` targets of `r` through the delivery core at once (the lease held since
+/// `began`; `taken` when it was taken over from another owner, see [`Context::retake`]);
+/// the receipt with their first outcomes, and `Some(outcomes not recorded)` when something
+/// is left for [`Signed::resolve`]: outcomes the store did not take, or targets not sent
+/// because too little of the lease was left.
+async fn deliver(
+    s: &Signed,
+    push: &SignedPush,
+    topic: &str,
+    fresh: Receipt,
+    began: Instant,
+    taken: bool,
+) -> (Receipt, Option<Vec<Update>>) {
+    let accepted: Vec<usize> = (0..push.targets().len())
+        .filter(|&i| {
+            let key = push.targets()[i].receipt_key();
+            fresh
+                .targets
+                .iter()
+                .any(|t| t.key == key && t.state == TargetState::Accepted)
+        })
+        .collect();
+    if accepted.is_empty() {
+        return (fresh, None);
+    }
+    // A send must end inside the lease, or a taker could send the same target again.
+    let lease = Duration::from_millis(s.settings.lease_ms.max(0) as u64);
+    if began.elapsed() + s.delivery.send_bound() >= lease {
+        return (fresh, Some(Vec::new()));
+    }
     let topic = (Some(topic) != s.settings.default_topic.as_deref()).then(|| topic.to_owned());
     let one = |i: usize| {
         let t = &push.targets()[i];
@@ -307,18 +500,20 @@ async fn deliver(s: &Signed, push: &SignedPush, topic: &str, fresh: Receipt) -> 
         let ctx = Context {
             topic: topic.clone(),
             receipt: Some((push.request_id().to_owned(), t.receipt_key())),
+            shared: true,
+            retake: taken,
         };
         let delivery = s.delivery.clone();
         let key = t.receipt_key();
         async move { (key, delivery.handle_with(&alert, &ctx).await) }
     };
-    let mut done = Vec::with_capacity(push.targets().len());
-    if push.targets().len() == 1 {
-        done.push(one(0).await);
+    let mut done = Vec::with_capacity(accepted.len());
+    if accepted.len() == 1 {
+        done.push(one(accepted[0]).await);
     } else {
         // Every target at once.
         let mut set = tokio::task::JoinSet::new();
-        for i in 0..push.targets().len() {
+        for &i in &accepted {
             set.spawn(one(i));
         }
         while let Some(d) = set.join_next().await {
@@ -340,32 +535,42 @@ async fn deliver(s: &Signed, push: &SignedPush, topic: &str, fresh: Receipt) -> 
     let now = s.now_ms();
     let mut r = fresh;
     let held = r.events.last().map_or(0, |e| e.sequence);
+    let mut left = None;
     for attempt in 0..2 {
         match s
             .store()
             .receipts()
-            .update(push.request_id(), &updates, now, s.settings.receipt_ttl_ms)
+            .update(
+                push.request_id(),
+                &updates,
+                Guard::Always,
+                now,
+                s.settings.receipt_ttl_ms,
+            )
             .await
         {
             // The store held the receipt as this replica does: the same changes give the
             // same receipt, so it is rendered here without reading it back.
-            Ok(Some(before)) if before == held => break,
-            // Something else changed it meanwhile (a replay cannot; a retry could): read it.
-            Ok(Some(_)) => match s.store().receipts().get(push.request_id(), now).await {
-                Ok(Some(stored)) => return stored,
-                _ => break,
-            },
-            Ok(None) => break,
+            Ok(Updated::Applied(before)) if before == held => break,
+            // Something else changed it meanwhile (a retry could): read it.
+            Ok(Updated::Applied(_)) => {
+                match s.store().receipts().get(push.request_id(), now).await {
+                    Ok(Some(stored)) => return (stored, None),
+                    _ => break,
+                }
+            }
+            Ok(_) => break,
             Err(e) if attempt == 0 => {
                 tracing::warn!(error = %e, "recording a signed push's outcomes failed; retrying once")
             }
             Err(e) => {
-                tracing::error!(error = %e, "recording a signed push's outcomes failed: the stored receipt lags the answer")
+                tracing::warn!(error = %e, "recording a signed push's outcomes failed: retried in the background until the store takes them");
+                left = Some(updates.clone());
             }
         }
     }
     crate::store::receipts::update(&mut r, &updates, now);
-    r
+    (r, left)
 }
 
 /// The checks of a signed read, in SIGNED.md's order: the header (401 `unauthorized`), the

@@ -178,7 +178,7 @@ pub fn render(r: &Receipt) -> Value {
 mod tests {
     use super::*;
     use crate::push::Reason;
-    use crate::store::receipts::{begin, update, Begun, Update};
+    use crate::store::receipts::{fresh, update, Update};
 
     fn apns(status: u16, reason: &str) -> Outcome {
         Outcome::of(crate::push::apns::reason::classify(
@@ -254,17 +254,14 @@ mod tests {
 
     #[test]
     fn renders_the_contracts_shape() {
-        let Begun::New(mut r) = begin(
-            None,
+        let mut r = fresh(
             "2f0c3a8e-0d5b-4f7e-9c1a-6b2d8e4f1a3c",
             "sha256:ab",
             "ed25519:ops",
             "com.example",
             &["0123456789abcdef".to_owned(), "fedcba9876543210".to_owned()],
             100,
-        ) else {
-            panic!()
-        };
+        );
         update(
             &mut r,
             &[

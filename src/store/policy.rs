@@ -69,6 +69,23 @@ impl PolicyStore {
         F: FnOnce(&'a RedisStore) -> Fut,
         Fut: Future<Output = Result<T, StoreError>>,
     {
+        self.run_in(op, false, on_redis, in_memory).await
+    }
+
+    /// [`PolicyStore::run`], or with `shared` never in process while Redis is configured:
+    /// degraded, the answer is [`StoreError::Degraded`]; a Redis failure still degrades the
+    /// replica (in degrade mode) but is returned.
+    async fn run_in<'a, T, F, Fut>(
+        &'a self,
+        op: StoreOp,
+        shared: bool,
+        on_redis: F,
+        in_memory: impl FnOnce(&MemoryStore) -> T,
+    ) -> Result<T, StoreError>
+    where
+        F: FnOnce(&'a RedisStore) -> Fut,
+        Fut: Future<Output = Result<T, StoreError>>,
+    {
         let started = Instant::now();
         let Some((redis, link)) = &self.redis else {
             let r = in_memory(&self.memory);
@@ -76,6 +93,9 @@ impl PolicyStore {
             return Ok(r);
         };
         if link.degraded() {
+            if shared {
+                return Err(StoreError::Degraded);
+            }
             return Ok(in_memory(&self.memory));
         }
         match on_redis(redis).await {
@@ -87,6 +107,10 @@ impl PolicyStore {
                 op.record(started, false);
                 match link.on_failure() {
                     RedisFailure::Reject => Err(e),
+                    RedisFailure::Degrade if shared => {
+                        link.degrade(&e);
+                        Err(e)
+                    }
                     RedisFailure::Degrade => {
                         link.degrade(&e);
                         Ok(in_memory(&self.memory))
@@ -106,6 +130,25 @@ impl PolicyStore {
     ) -> Result<Admission, StoreError> {
         self.run(
             StoreOp::Admit,
+            |r| r.admit(device, collapse_id, flap_key, now_ms),
+            |m| m.admit(device, collapse_id, flap_key, now_ms),
+        )
+        .await
+    }
+
+    /// [`PolicyStore::admit`] for a front-end whose guarantees need the shared store (signed
+    /// pushes): never decided in this replica's memory while Redis is configured, so a
+    /// degraded replica or a failing Redis is an error, never a per-replica decision.
+    pub async fn admit_shared(
+        &self,
+        device: &DeviceToken,
+        collapse_id: &str,
+        flap_key: &str,
+        now_ms: i64,
+    ) -> Result<Admission, StoreError> {
+        self.run_in(
+            StoreOp::Admit,
+            true,
             |r| r.admit(device, collapse_id, flap_key, now_ms),
             |m| m.admit(device, collapse_id, flap_key, now_ms),
         )

@@ -1,7 +1,12 @@
 //! Receipts of signed pushes as the store keeps them, and the rules every change follows:
-//! a pure state machine ([`begin`], [`update`]) that the in-process store runs under a lock
-//! and `receipt_begin.lua` / `receipt_update.lua` mirror line for line (a differential test
-//! binds them).
+//! a pure state machine ([`fresh`], [`update`], [`take`]) that the in-process store runs
+//! under a lock and `receipt_begin.lua` / `receipt_update.lua` mirror line for line (a
+//! differential test binds them).
+//!
+//! Every push has a [`Lease`] beside its receipt, recorded in the same round trip that
+//! creates the receipt: the accepting request holds it and delivers; its own retry renews
+//! it; anyone else who finds it lapsed while a target is still `accepted` takes it over and
+//! delivers that target. Redis times leases by its own clock (`TIME`), never a replica's.
 //!
 //! A receipt names devices only by hash (16 hex of SHA-256 of the token) and holds no token
 //! and no ciphertext. Every change is an event with a sequence that starts at 1 and only
@@ -226,35 +231,107 @@ pub struct Update {
     pub detail: String,
 }
 
-/// What [`begin`] found.
+/// What [`MemoryReceipts::begin`] (and its Redis twin) found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Begun {
-    /// A new push: this receipt was created.
+    /// A new push: this receipt was created, and the caller holds its lease.
     New(Receipt),
     /// The same request again (same hash): the receipt as it stands.
-    Replay(Receipt),
+    Replay {
+        /// The receipt.
+        receipt: Receipt,
+        /// Whether the caller now holds the push's lease ([`take`]): it was its own, or it
+        /// had lapsed, while a target is still `accepted`. The caller then delivers the
+        /// `accepted` targets; otherwise it sends nothing.
+        owned: bool,
+    },
     /// The id is taken by another request.
     Conflict,
 }
 
+/// Who delivers a push's `accepted` targets, and until when (the store's time, ms). The
+/// replica that creates a receipt holds it; a replica that finds it lapsed while a target is
+/// still `accepted` takes it over ([`take`]). It lives beside the receipt, never in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// An opaque token, unique to one accepting request (a fencing token: the owner's
+    /// own replay renews the lease, anyone else's waits for it to lapse).
+    pub owner: String,
+    /// The lease lapses at this instant, ms.
+    pub until_ms: i64,
+}
+
+/// A bid for a push's lease.
+#[derive(Debug, Clone, Copy)]
+pub struct Claim<'a> {
+    /// The bidder's token ([`Lease::owner`]).
+    pub owner: &'a str,
+    /// How long the lease lasts once taken, ms.
+    pub lease_ms: i64,
+}
+
+/// A fresh owner token: 32 hex of 16 random bytes.
+pub fn owner_token() -> String {
+    let mut b = [0u8; 16];
+    // A failing system RNG leaves zeros: the token is then not unique, which only makes a
+    // second request look like the first's own retry (it renews the same lease).
+    let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut b);
+    crate::device::hex(&b)
+}
+
+impl Claim<'_> {
+    /// The lease this claim holds from `now_ms`.
+    pub fn lease(&self, now_ms: i64) -> Lease {
+        Lease {
+            owner: self.owner.to_owned(),
+            until_ms: now_ms + self.lease_ms,
+        }
+    }
+}
+
+/// Whether `claim` takes `lease` at `now_ms` (and renews it if so): when a target of `r` is
+/// still `accepted`, and the lease is the claimer's own or has lapsed (`now_ms` at or past
+/// its end). `receipt_begin.lua` mirrors it.
+pub fn take(lease: &mut Lease, r: &Receipt, claim: &Claim<'_>, now_ms: i64) -> bool {
+    let accepted = r.targets.iter().any(|t| t.state == State::Accepted);
+    if !accepted || (lease.owner != claim.owner && now_ms < lease.until_ms) {
+        return false;
+    }
+    *lease = claim.lease(now_ms);
+    true
+}
+
+/// Which changes [`MemoryReceipts::update`] applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// Always (the outcomes a lease holder or the retry queue reports).
+    Always,
+    /// Only once the push's lease has lapsed (settling targets nobody is delivering).
+    Lapsed,
+}
+
+/// What an update found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Updated {
+    /// The receipt is gone.
+    Gone,
+    /// A lease holder is still delivering: nothing was applied ([`Guard::Lapsed`]).
+    Held,
+    /// Applied; the receipt's last event sequence before the changes (a caller holding the
+    /// receipt at that sequence applies [`update`] to it and has what the store has).
+    Applied(u64),
+}
+
 /// The receipt a new push starts with: every target `accepted`, event 1 `accepted`.
-pub fn begin(
-    existing: Option<&Receipt>,
+pub fn fresh(
     push_id: &str,
     hash: &str,
     signer: &str,
     topic: &str,
     targets: &[String],
     now_ms: i64,
-) -> Begun {
-    if let Some(r) = existing {
-        return if r.hash == hash {
-            Begun::Replay(r.clone())
-        } else {
-            Begun::Conflict
-        };
-    }
-    Begun::New(Receipt {
+) -> Receipt {
+    Receipt {
         push_id: push_id.to_owned(),
         hash: hash.to_owned(),
         signer: signer.to_owned(),
@@ -277,7 +354,7 @@ pub fn begin(
             at_ms: now_ms,
             target: None,
         }],
-    })
+    }
 }
 
 /// Applies target changes that the state machine allows (others are ignored: a late or
@@ -320,18 +397,28 @@ pub fn update(r: &mut Receipt, updates: &[Update], now_ms: i64) -> Vec<Event> {
     new
 }
 
+/// One receipt in process memory: the receipt, when it expires, and its lease.
+#[derive(Debug)]
+struct Entry {
+    receipt: Receipt,
+    until_ms: i64,
+    lease: Lease,
+}
+
 /// Receipts in process memory, each until its TTL passes.
 #[derive(Debug, Default)]
 pub struct MemoryReceipts {
-    map: Mutex<HashMap<String, (Receipt, i64)>>,
+    map: Mutex<HashMap<String, Entry>>,
 }
 
 impl MemoryReceipts {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Receipt, i64)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// See [`begin`]; the receipt is kept until `now_ms + ttl_ms`.
+    /// Creates a push's receipt with `claim` holding its lease, or finds the one its id has:
+    /// a replay (taking the lease when [`take`] allows) or a conflict. The receipt is kept
+    /// until `now_ms + ttl_ms`.
     #[allow(clippy::too_many_arguments)]
     pub fn begin(
         &self,
@@ -340,50 +427,68 @@ impl MemoryReceipts {
         signer: &str,
         topic: &str,
         targets: &[String],
+        claim: &Claim<'_>,
         now_ms: i64,
         ttl_ms: i64,
     ) -> Begun {
         let mut map = self.lock();
-        let existing = map
-            .get(push_id)
-            .filter(|(_, until)| now_ms < *until)
-            .map(|(r, _)| r);
-        let b = begin(existing, push_id, hash, signer, topic, targets, now_ms);
-        if let Begun::New(r) = &b {
-            map.insert(push_id.to_owned(), (r.clone(), now_ms + ttl_ms));
+        if let Some(e) = map.get_mut(push_id).filter(|e| now_ms < e.until_ms) {
+            if e.receipt.hash != hash {
+                return Begun::Conflict;
+            }
+            let owned = take(&mut e.lease, &e.receipt, claim, now_ms);
+            return Begun::Replay {
+                receipt: e.receipt.clone(),
+                owned,
+            };
         }
-        b
+        let r = fresh(push_id, hash, signer, topic, targets, now_ms);
+        map.insert(
+            push_id.to_owned(),
+            Entry {
+                receipt: r.clone(),
+                until_ms: now_ms + ttl_ms,
+                lease: claim.lease(now_ms),
+            },
+        );
+        Begun::New(r)
     }
 
-    /// See [`update`]; `None` when the receipt is gone.
+    /// See [`update`], under `guard`; with the new events.
     pub fn update(
         &self,
         push_id: &str,
         updates: &[Update],
+        guard: Guard,
         now_ms: i64,
         ttl_ms: i64,
-    ) -> Option<(u64, Vec<Event>)> {
+    ) -> (Updated, Vec<Event>) {
         let mut map = self.lock();
-        let (r, until) = map.get_mut(push_id).filter(|(_, until)| now_ms < *until)?;
-        let before = r.events.last().map_or(0, |e| e.sequence);
-        let new = update(r, updates, now_ms);
-        if !new.is_empty() {
-            *until = now_ms + ttl_ms;
+        let Some(e) = map.get_mut(push_id).filter(|e| now_ms < e.until_ms) else {
+            return (Updated::Gone, Vec::new());
+        };
+        if guard == Guard::Lapsed && now_ms < e.lease.until_ms {
+            return (Updated::Held, Vec::new());
         }
-        Some((before, new))
+        let before = e.receipt.events.last().map_or(0, |e| e.sequence);
+        let new = update(&mut e.receipt, updates, now_ms);
+        if !new.is_empty() {
+            e.until_ms = now_ms + ttl_ms;
+        }
+        (Updated::Applied(before), new)
     }
 
     /// The receipt, while kept.
     pub fn get(&self, push_id: &str, now_ms: i64) -> Option<Receipt> {
         self.lock()
             .get(push_id)
-            .filter(|(_, until)| now_ms < *until)
-            .map(|(r, _)| r.clone())
+            .filter(|e| now_ms < e.until_ms)
+            .map(|e| e.receipt.clone())
     }
 
     /// Forgets receipts past their TTL.
     pub fn sweep(&self, now_ms: i64) {
-        self.lock().retain(|_, (_, until)| now_ms < *until);
+        self.lock().retain(|_, e| now_ms < e.until_ms);
     }
 }
 
@@ -401,7 +506,8 @@ pub fn events_message(events: &[Event]) -> String {
 /// Where receipts live: in process or in Redis.
 #[async_trait::async_trait]
 pub trait ReceiptBackend: Send + Sync + std::fmt::Debug {
-    /// Creates a push's receipt, or finds the one its id has (see [`begin`]).
+    /// Creates a push's receipt, or finds the one its id has (see
+    /// [`MemoryReceipts::begin`]).
     #[allow(clippy::too_many_arguments)]
     async fn begin(
         &self,
@@ -410,19 +516,20 @@ pub trait ReceiptBackend: Send + Sync + std::fmt::Debug {
         signer: &str,
         topic: &str,
         targets: &[String],
+        claim: &Claim<'_>,
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<Begun, StoreError>;
 
-    /// Applies target changes (see [`update`]) and publishes the new events; the receipt's
-    /// last event sequence before the changes, `None` when the receipt is gone.
+    /// Applies target changes under `guard` (see [`update`]) and publishes the new events.
     async fn update(
         &self,
         push_id: &str,
         updates: &[Update],
+        guard: Guard,
         now_ms: i64,
         ttl_ms: i64,
-    ) -> Result<Option<u64>, StoreError>;
+    ) -> Result<Updated, StoreError>;
 
     /// A push's receipt, while kept.
     async fn get(&self, push_id: &str, now_ms: i64) -> Result<Option<Receipt>, StoreError>;
@@ -457,24 +564,26 @@ impl ReceiptBackend for InProcessReceipts {
         signer: &str,
         topic: &str,
         targets: &[String],
+        claim: &Claim<'_>,
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<Begun, StoreError> {
         Ok(self
             .receipts
-            .begin(push_id, hash, signer, topic, targets, now_ms, ttl_ms))
+            .begin(push_id, hash, signer, topic, targets, claim, now_ms, ttl_ms))
     }
 
     async fn update(
         &self,
         push_id: &str,
         updates: &[Update],
+        guard: Guard,
         now_ms: i64,
         ttl_ms: i64,
-    ) -> Result<Option<u64>, StoreError> {
-        let Some((before, new)) = self.receipts.update(push_id, updates, now_ms, ttl_ms) else {
-            return Ok(None);
-        };
+    ) -> Result<Updated, StoreError> {
+        let (updated, new) = self
+            .receipts
+            .update(push_id, updates, guard, now_ms, ttl_ms);
         if !new.is_empty() {
             self.fanout
                 .publish(
@@ -484,7 +593,7 @@ impl ReceiptBackend for InProcessReceipts {
                 )
                 .await?;
         }
-        Ok(Some(before))
+        Ok(updated)
     }
 
     async fn get(&self, push_id: &str, now_ms: i64) -> Result<Option<Receipt>, StoreError> {
@@ -527,7 +636,8 @@ impl ReceiptStore {
         events_channel(&self.prefix, push_id)
     }
 
-    /// Creates a push's receipt, or finds the one its id has (see [`begin`]).
+    /// Creates a push's receipt with `claim` holding its lease, or finds the one its id
+    /// has (see [`MemoryReceipts::begin`]).
     #[allow(clippy::too_many_arguments)]
     pub async fn begin(
         &self,
@@ -536,27 +646,27 @@ impl ReceiptStore {
         signer: &str,
         topic: &str,
         targets: &[String],
+        claim: &Claim<'_>,
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<Begun, StoreError> {
         let f = self
             .backend
-            .begin(push_id, hash, signer, topic, targets, now_ms, ttl_ms);
+            .begin(push_id, hash, signer, topic, targets, claim, now_ms, ttl_ms);
         Link::shared(self.link.as_deref(), StoreOp::ReceiptBegin, f).await
     }
 
-    /// Applies target changes (see [`update`]) and publishes the new events to every
-    /// replica: the receipt's last event sequence before the changes (a caller holding the
-    /// receipt at that sequence applies [`update`] to it and has what the store has),
-    /// `None` when the receipt is gone.
+    /// Applies target changes under `guard` (see [`update`]) and publishes the new events
+    /// to every replica.
     pub async fn update(
         &self,
         push_id: &str,
         updates: &[Update],
+        guard: Guard,
         now_ms: i64,
         ttl_ms: i64,
-    ) -> Result<Option<u64>, StoreError> {
-        let f = self.backend.update(push_id, updates, now_ms, ttl_ms);
+    ) -> Result<Updated, StoreError> {
+        let f = self.backend.update(push_id, updates, guard, now_ms, ttl_ms);
         Link::shared(self.link.as_deref(), StoreOp::ReceiptUpdate, f).await
     }
 
@@ -578,10 +688,7 @@ mod tests {
 
     fn r(targets: &[&str]) -> Receipt {
         let t: Vec<String> = targets.iter().map(|s| s.to_string()).collect();
-        match begin(None, "p", "sha256:a", "ed25519:k", "topic", &t, 10) {
-            Begun::New(r) => r,
-            other => panic!("{other:?}"),
-        }
+        fresh("p", "sha256:a", "ed25519:k", "topic", &t, 10)
     }
 
     fn up(t: &str, s: State) -> Update {
@@ -631,18 +738,88 @@ mod tests {
         assert_eq!(update(&mut rec, &[up("a", State::Expired)], 13).len(), 2);
     }
 
+    const A: Claim<'static> = Claim {
+        owner: "a",
+        lease_ms: 100,
+    };
+    const B: Claim<'static> = Claim {
+        owner: "b",
+        lease_ms: 100,
+    };
+
     #[test]
     fn replays_and_conflicts() {
-        let rec = r(&["a"]);
+        let m = MemoryReceipts::default();
         let t = vec!["a".to_owned()];
+        let begin = |hash: &str, claim: &Claim<'_>, now: i64| {
+            m.begin("p", hash, "ed25519:k", "topic", &t, claim, now, 10_000)
+        };
+        let Begun::New(rec) = begin("sha256:a", &A, 10) else {
+            panic!("not new")
+        };
+        assert_eq!(rec, r(&["a"]));
+        // Another bidder while A's lease runs: the receipt, not the lease.
         assert_eq!(
-            begin(Some(&rec), "p", "sha256:a", "ed25519:k", "topic", &t, 99),
-            Begun::Replay(rec.clone())
+            begin("sha256:a", &B, 109),
+            Begun::Replay {
+                receipt: rec.clone(),
+                owned: false
+            }
         );
+        assert_eq!(begin("sha256:b", &B, 109), Begun::Conflict);
+        // A's own replay renews it (to 150 + 100).
+        assert!(matches!(
+            begin("sha256:a", &A, 150),
+            Begun::Replay { owned: true, .. }
+        ));
+        assert!(matches!(
+            begin("sha256:a", &B, 249),
+            Begun::Replay { owned: false, .. }
+        ));
+        // Lapsed: B takes it over, and now A waits.
+        assert!(matches!(
+            begin("sha256:a", &B, 250),
+            Begun::Replay { owned: true, .. }
+        ));
+        assert!(matches!(
+            begin("sha256:a", &A, 251),
+            Begun::Replay { owned: false, .. }
+        ));
+        // With no target accepted any more, nobody takes it.
+        let (u, _) = m.update(
+            "p",
+            &[up("a", State::Delivered)],
+            Guard::Always,
+            260,
+            10_000,
+        );
+        assert_eq!(u, Updated::Applied(1));
+        assert!(matches!(
+            begin("sha256:a", &B, 270),
+            Begun::Replay { owned: false, .. }
+        ));
+        assert!(matches!(
+            begin("sha256:a", &A, 1_000),
+            Begun::Replay { owned: false, .. }
+        ));
+    }
+
+    #[test]
+    fn a_guarded_update_waits_for_the_lease() {
+        let m = MemoryReceipts::default();
+        let t = vec!["a".to_owned()];
+        m.begin("p", "h", "k", "t", &t, &A, 0, 10_000);
+        let fail = [up("a", State::Failed)];
         assert_eq!(
-            begin(Some(&rec), "p", "sha256:b", "ed25519:k", "topic", &t, 99),
-            Begun::Conflict
+            m.update("p", &fail, Guard::Lapsed, 99, 10_000).0,
+            Updated::Held
         );
+        assert_eq!(m.get("p", 99).unwrap().targets[0].state, State::Accepted);
+        assert_eq!(
+            m.update("p", &fail, Guard::Lapsed, 100, 10_000).0,
+            Updated::Applied(1)
+        );
+        assert_eq!(m.get("p", 100).unwrap().targets[0].state, State::Failed);
     }
 
     #[test]
@@ -673,17 +850,19 @@ mod tests {
         let m = MemoryReceipts::default();
         let t = vec!["a".to_owned()];
         assert!(matches!(
-            m.begin("p", "h", "k", "t", &t, 0, 100),
+            m.begin("p", "h", "k", "t", &t, &A, 0, 100),
             Begun::New(_)
         ));
         assert!(m.get("p", 99).is_some());
         assert!(m.get("p", 100).is_none());
-        assert!(m
-            .update("p", &[up("a", State::Delivered)], 100, 100)
-            .is_none());
+        assert_eq!(
+            m.update("p", &[up("a", State::Delivered)], Guard::Always, 100, 100)
+                .0,
+            Updated::Gone
+        );
         // After expiry the id is new again.
         assert!(matches!(
-            m.begin("p", "other", "k", "t", &t, 100, 100),
+            m.begin("p", "other", "k", "t", &t, &B, 100, 100),
             Begun::New(_)
         ));
     }

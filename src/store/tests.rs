@@ -863,7 +863,14 @@ async fn fanout_resubscribes_after_a_reconnect() {
 // ---------------------------------------------------------------------------------------
 // Receipts and signers of signed pushes.
 
-use super::receipts::{Begun, MemoryReceipts, State as RState, Update as RUpdate};
+use super::receipts::{
+    Begun, Claim, Guard, MemoryReceipts, State as RState, Update as RUpdate, Updated,
+};
+
+const CLAIM: Claim<'static> = Claim {
+    owner: "owner",
+    lease_ms: 600_000,
+};
 use super::redis::signed::Signed as RedisSigned;
 
 #[derive(Debug, Clone)]
@@ -871,11 +878,13 @@ enum ROp {
     Begin {
         push: u8,
         hash: u8,
+        owner: u8,
         targets: Vec<u8>,
     },
     Update {
         push: u8,
         dt: i64,
+        guarded: bool,
         updates: Vec<(u8, usize, bool)>,
     },
     Get {
@@ -888,19 +897,27 @@ fn rop() -> impl Strategy<Value = ROp> {
         (
             0u8..4,
             0u8..2,
+            0u8..2,
             proptest::collection::btree_set(0u8..5, 1..5)
         )
-            .prop_map(|(push, hash, t)| ROp::Begin {
+            .prop_map(|(push, hash, owner, t)| ROp::Begin {
                 push,
                 hash,
+                owner,
                 targets: t.into_iter().collect()
             }),
         (
             0u8..4,
             0i64..5_000,
+            any::<bool>(),
             proptest::collection::vec((0u8..6, 0usize..10, any::<bool>()), 0..6)
         )
-            .prop_map(|(push, dt, updates)| ROp::Update { push, dt, updates }),
+            .prop_map(|(push, dt, guarded, updates)| ROp::Update {
+                push,
+                dt,
+                guarded,
+                updates
+            }),
         (0u8..4).prop_map(|push| ROp::Get { push }),
     ]
 }
@@ -915,8 +932,11 @@ fn rtarget(n: u8) -> String {
 
 /// `receipt_begin.lua` and `receipt_update.lua` behave as [`super::receipts`] through the
 /// in-process store: the same new/replay/conflict answers, the same receipts, the same
-/// event sequences, for random interleavings of pushes, replays, reused ids and (allowed,
-/// repeated and forbidden) target transitions.
+/// event sequences, the same lease decisions (two owners; leases that outlast the case, so
+/// the two clocks, a test's and Redis's, never disagree on one), for random interleavings
+/// of pushes, replays, reused ids, guarded and unguarded updates and (allowed, repeated
+/// and forbidden) target transitions. Lapsing leases are bound by
+/// `a_lapsed_lease_is_taken_over_by_redis_time`.
 #[test]
 fn redis_receipts_are_the_in_process_receipts() {
     let server = RedisServer::start();
@@ -938,18 +958,29 @@ fn redis_receipts_are_the_in_process_receipts() {
                     ROp::Begin {
                         push,
                         hash,
+                        owner,
                         targets,
                     } => {
                         let t: Vec<String> = targets.iter().map(|n| rtarget(*n)).collect();
                         let h = format!("sha256:{hash}");
                         let (id, k, topic) = (push_id(*push), "ed25519:k", "com.example");
-                        let a = mem.begin(&id, &h, k, topic, &t, now, ttl);
+                        let owner = format!("owner{owner}");
+                        let claim = Claim {
+                            owner: &owner,
+                            lease_ms: ttl,
+                        };
+                        let a = mem.begin(&id, &h, k, topic, &t, &claim, now, ttl);
                         let b = rt
-                            .block_on(red.begin(&id, &h, k, topic, &t, now, ttl))
+                            .block_on(red.begin(&id, &h, k, topic, &t, &claim, now, ttl))
                             .unwrap();
                         prop_assert_eq!(a, b, "op {} {:?}", i, op);
                     }
-                    ROp::Update { push, dt, updates } => {
+                    ROp::Update {
+                        push,
+                        dt,
+                        guarded,
+                        updates,
+                    } => {
                         now += dt;
                         let u: Vec<RUpdate> = updates
                             .iter()
@@ -964,8 +995,13 @@ fn redis_receipts_are_the_in_process_receipts() {
                             })
                             .collect();
                         let id = push_id(*push);
-                        let a = mem.update(&id, &u, now, ttl).map(|(before, _)| before);
-                        let b = rt.block_on(red.update(&id, &u, now, ttl)).unwrap();
+                        let guard = if *guarded {
+                            Guard::Lapsed
+                        } else {
+                            Guard::Always
+                        };
+                        let a = mem.update(&id, &u, guard, now, ttl).0;
+                        let b = rt.block_on(red.update(&id, &u, guard, now, ttl)).unwrap();
                         prop_assert_eq!(a, b, "op {} {:?}", i, op);
                         // And the receipt as stored after it.
                         let a = mem.get(&id, now);
@@ -985,6 +1021,90 @@ fn redis_receipts_are_the_in_process_receipts() {
         .unwrap();
 }
 
+/// A push's lease in Redis is timed by Redis's clock, not the caller's: a bidder whose clock
+/// runs an hour ahead (or one whose clock lags) gets the lease exactly when Redis says it
+/// lapsed; the owner's own replay renews it; a guarded update waits for it to lapse.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lapsed_lease_is_taken_over_by_redis_time() {
+    let server = RedisServer::start();
+    let store = redis_store(&server.url(), "lease:", Policy::defaults()).await;
+    let red = RedisSigned::new(store.pool().clone(), "lease:");
+    let id = push_id(9);
+    let t = vec![rtarget(1), rtarget(2)];
+    // Long leases where a check needs one to hold (so a slow machine cannot fail it),
+    // short ones where it needs one to lapse.
+    let (long, short) = (10_000, 300);
+    let claim = |owner: &'static str, lease_ms: i64| Claim { owner, lease_ms };
+    let ahead = T0 + 3_600_000;
+    let begin = |claim: Claim<'static>, now: i64| {
+        let (red, id, t) = (&red, id.clone(), t.clone());
+        async move {
+            match red
+                .begin(&id, "sha256:x", "ed25519:k", "t", &t, &claim, now, 600_000)
+                .await
+                .unwrap()
+            {
+                Begun::New(_) => None,
+                Begun::Replay { owned, .. } => Some(owned),
+                Begun::Conflict => panic!("conflict"),
+            }
+        }
+    };
+    let lapse = || tokio::time::sleep(Duration::from_millis(short as u64 + 200));
+    assert_eq!(begin(claim("a", long), T0).await, None);
+    let fail = |target: &str| RUpdate {
+        target: target.to_owned(),
+        state: RState::Failed,
+        detail: String::new(),
+    };
+    // While A's lease runs (whatever B's clock says): B gets the receipt, not the lease;
+    // a guarded update is held; A's own replay renews it (here to a short one).
+    assert_eq!(begin(claim("b", long), ahead).await, Some(false));
+    assert_eq!(
+        red.update(&id, &[fail(&t[0])], Guard::Lapsed, ahead, 600_000)
+            .await
+            .unwrap(),
+        Updated::Held
+    );
+    assert_eq!(begin(claim("a", short), T0).await, Some(true));
+    // Lapsed by Redis's clock: B takes it over (its clock an hour behind), and A (its
+    // clock an hour ahead) waits.
+    lapse().await;
+    assert_eq!(begin(claim("b", long), T0 - 3_600_000).await, Some(true));
+    assert_eq!(begin(claim("a", long), ahead).await, Some(false));
+    // B records one target; the guard holds for the other while B's lease runs, and
+    // applies once it lapsed.
+    let deliver = RUpdate {
+        target: t[0].clone(),
+        state: RState::Delivered,
+        detail: String::new(),
+    };
+    assert_eq!(
+        red.update(&id, &[deliver], Guard::Always, T0, 600_000)
+            .await
+            .unwrap(),
+        Updated::Applied(1)
+    );
+    assert_eq!(
+        red.update(&id, &[fail(&t[1])], Guard::Lapsed, T0, 600_000)
+            .await
+            .unwrap(),
+        Updated::Held
+    );
+    assert_eq!(begin(claim("b", short), T0).await, Some(true));
+    lapse().await;
+    assert_eq!(
+        red.update(&id, &[fail(&t[1])], Guard::Lapsed, T0, 600_000)
+            .await
+            .unwrap(),
+        Updated::Applied(2)
+    );
+    // Settled: nobody takes a lease any more.
+    assert_eq!(begin(claim("a", long), T0).await, Some(false));
+    let r = red.get(&id).await.unwrap().unwrap();
+    assert!(r.settled);
+}
+
 /// A receipt's two keys and the signer keys all expire or are bounded, name no token, and
 /// hold no token: only 16-hex target hashes.
 #[tokio::test(flavor = "multi_thread")]
@@ -1002,6 +1122,7 @@ async fn receipt_keys_expire_and_hold_no_token() {
             "ed25519:k",
             "t",
             std::slice::from_ref(&target),
+            &CLAIM,
             T0,
             600_000,
         )
@@ -1014,8 +1135,10 @@ async fn receipt_keys_expire_and_hold_no_token() {
         detail: String::new(),
     };
     assert_eq!(
-        red.update(&id, &[update], T0 + 5, 600_000).await.unwrap(),
-        Some(1)
+        red.update(&id, &[update], Guard::Always, T0 + 5, 600_000)
+            .await
+            .unwrap(),
+        Updated::Applied(1)
     );
     let r = red.get(&id).await.unwrap().unwrap();
     assert!(r.settled);
@@ -1078,6 +1201,7 @@ async fn receipt_events_are_published_from_the_script_on_a_cluster() {
             "ed25519:k",
             "t",
             std::slice::from_ref(&t),
+            &CLAIM,
             T0,
             600_000,
         )
@@ -1088,7 +1212,9 @@ async fn receipt_events_are_published_from_the_script_on_a_cluster() {
             state: RState::Delivered,
             detail: String::new(),
         };
-        red.update(id, &[u], T0 + 1, 600_000).await.unwrap();
+        red.update(id, &[u], Guard::Always, T0 + 1, 600_000)
+            .await
+            .unwrap();
         let got = tokio::time::timeout(Duration::from_secs(5), sub.recv())
             .await
             .expect("the script's message reaches the other replica");

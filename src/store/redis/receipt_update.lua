@@ -3,10 +3,18 @@
 -- Mirrors crate::store::receipts::update.
 -- KEYS     1 the receipt hash  2 its event list   (layout in receipt_begin.lua)
 -- ARGV     1 now_ms  2 ttl_ms  3 channel (<prefix>{r:<push id>}:events)
---          4.. triples: target, state, detail JSON
--- Returns  {0} when the receipt is gone, else {1, the last event sequence before the update}
--- (the caller, holding the receipt as it was, applies the same changes itself).
+--          4 guard: 1 applies only once the lease has lapsed (Redis TIME), 0 always
+--          5.. triples: target, state, detail JSON
+-- Returns  {0} when the receipt is gone, {2} when the guard holds, else {1, the last event
+-- sequence before the update} (the caller, holding the receipt as it was, applies the same
+-- changes itself).
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+if ARGV[4] == '1' then
+  local t = redis.call('TIME')
+  local clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local untils = string.match(redis.call('HGET', KEYS[1], 'w') or '|0', '|(.*)$')
+  if clock < (tonumber(untils) or 0) then return {2} end
+end
 local now = ARGV[1]
 local pending = {accepted = true, queued = true}
 local function may_become(from, to)
@@ -19,7 +27,7 @@ end
 local n = tonumber(redis.call('HGET', KEYS[1], 'n'))
 local before = n
 local new = {}
-for i = 4, #ARGV, 3 do
+for i = 5, #ARGV, 3 do
   local target, state, detail = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local cur = redis.call('HGET', KEYS[1], 'x:' .. target)
   if cur then

@@ -13,7 +13,8 @@ use fred::types::scripts::Script;
 use super::client::err;
 use crate::store::common::StoreError;
 use crate::store::receipts::{
-    events_channel, Begun, Event, Receipt, ReceiptBackend, State, Target, Update,
+    events_channel, fresh, Begun, Claim, Event, Guard, Receipt, ReceiptBackend, State, Target,
+    Update, Updated,
 };
 use crate::store::signers::{signers_channel, Enrolled, Signer, SignerBackend};
 
@@ -171,7 +172,8 @@ impl Signed {
         format!("{}{{signers}}:index", self.prefix)
     }
 
-    /// See [`crate::store::receipts::begin`]. One EVALSHA.
+    /// See [`crate::store::receipts::MemoryReceipts::begin`]; the lease is timed by Redis's
+    /// clock. One EVALSHA.
     #[allow(clippy::too_many_arguments)]
     pub async fn begin(
         &self,
@@ -180,6 +182,7 @@ impl Signed {
         signer: &str,
         topic: &str,
         targets: &[String],
+        claim: &Claim<'_>,
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<Begun, StoreError> {
@@ -190,6 +193,8 @@ impl Signed {
             now_ms.to_string().into(),
             ttl_ms.into(),
             targets.join(",").into(),
+            claim.owner.into(),
+            claim.lease_ms.into(),
         ];
         let reply: Vec<Value> = self
             .begin
@@ -198,30 +203,39 @@ impl Signed {
             .map_err(err)?;
         match (reply.first().and_then(int), reply.as_slice()) {
             // New: the script made exactly what the pure function makes.
-            (Some(0), _) => Ok(crate::store::receipts::begin(
-                None, push_id, hash, signer, topic, targets, now_ms,
-            )),
-            (Some(1), [_, fields, events]) => receipt(push_id, fields, events)
-                .map(Begun::Replay)
+            (Some(0), _) => Ok(Begun::New(fresh(
+                push_id, hash, signer, topic, targets, now_ms,
+            ))),
+            (Some(1), [_, fields, events, owned]) => receipt(push_id, fields, events)
+                .map(|receipt| Begun::Replay {
+                    receipt,
+                    owned: int(owned) == Some(1),
+                })
                 .ok_or_else(|| bad("receipt_begin.lua")),
             (Some(2), _) => Ok(Begun::Conflict),
             _ => Err(bad("receipt_begin.lua")),
         }
     }
 
-    /// See [`crate::store::receipts::update`]; publishes the new events. The receipt's last
-    /// event sequence before the update, `None` when it is gone. One EVALSHA.
+    /// See [`crate::store::receipts::MemoryReceipts::update`]; publishes the new events. One
+    /// EVALSHA.
     pub async fn update(
         &self,
         push_id: &str,
         updates: &[Update],
+        guard: Guard,
         now_ms: i64,
         ttl_ms: i64,
-    ) -> Result<Option<u64>, StoreError> {
+    ) -> Result<Updated, StoreError> {
         let mut args: Vec<Value> = vec![
             now_ms.to_string().into(),
             ttl_ms.into(),
             self.events_channel(push_id).into(),
+            match guard {
+                Guard::Always => "0",
+                Guard::Lapsed => "1",
+            }
+            .into(),
         ];
         for u in updates {
             args.push(u.target.as_str().into());
@@ -234,8 +248,9 @@ impl Signed {
             .await
             .map_err(err)?;
         match (reply.first().and_then(int), reply.get(1).and_then(int)) {
-            (Some(0), _) => Ok(None),
-            (Some(1), Some(before)) => Ok(Some(before as u64)),
+            (Some(0), _) => Ok(Updated::Gone),
+            (Some(2), _) => Ok(Updated::Held),
+            (Some(1), Some(before)) => Ok(Updated::Applied(before as u64)),
             _ => Err(bad("receipt_update.lua")),
         }
     }
@@ -366,20 +381,25 @@ impl ReceiptBackend for Signed {
         signer: &str,
         topic: &str,
         targets: &[String],
+        claim: &Claim<'_>,
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<Begun, StoreError> {
-        Signed::begin(self, push_id, hash, signer, topic, targets, now_ms, ttl_ms).await
+        Signed::begin(
+            self, push_id, hash, signer, topic, targets, claim, now_ms, ttl_ms,
+        )
+        .await
     }
 
     async fn update(
         &self,
         push_id: &str,
         updates: &[Update],
+        guard: Guard,
         now_ms: i64,
         ttl_ms: i64,
-    ) -> Result<Option<u64>, StoreError> {
-        Signed::update(self, push_id, updates, now_ms, ttl_ms).await
+    ) -> Result<Updated, StoreError> {
+        Signed::update(self, push_id, updates, guard, now_ms, ttl_ms).await
     }
 
     async fn get(&self, push_id: &str, _now_ms: i64) -> Result<Option<Receipt>, StoreError> {
