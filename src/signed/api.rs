@@ -7,11 +7,16 @@
 //! A new push then runs every target through the v1 policy and APNs path concurrently and
 //! answers 201 once each target has its first outcome.
 //!
-//! Store round trips: a new one-target push costs three (the receipt created, the target's
-//! admission, the outcomes recorded) and one more per extra target's admission; a replay
-//! costs one; the signer comes from the replica's cache ([`super::signers`]). A replay or
-//! read that finds a target abandoned by a stopped replica costs one more, to settle it
-//! ([`super::abandoned`]).
+//! Store round trips: a new one-target push costs three (the receipt created with its
+//! lease, the target's admission, the outcomes recorded) and one more per extra target's
+//! admission; a replay costs one; the signer comes from the replica's cache
+//! ([`super::signers`]). A replay that finds the push's lease lapsed with targets still
+//! `accepted` takes it over and costs what a new push costs; a replay or read that finds a
+//! target abandoned past the bound costs one more, to settle it ([`super::abandoned`]).
+//!
+//! A store reply lost while the receipt is created is not taken for a command that did not
+//! run: the request answers 503 and its replica settles the push in the background
+//! ([`Signed::resolve`]), under the same lease.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

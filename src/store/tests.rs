@@ -749,6 +749,49 @@ async fn a_degraded_replicas_queue_is_handed_to_redis() {
     assert_eq!(found[0].origin, super::retry::Origin::Shared);
 }
 
+/// A shared admission (signed pushes) is never decided in a replica's memory: with Redis
+/// down it fails, while the v1 admission beside it degrades and decides in process; once
+/// degraded, the shared one answers `Degraded` without trying.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shared_admission_never_degrades() {
+    let mut server = RedisServer::start();
+    let mut s = settings(&server.url(), "shared:");
+    s.timeout = Duration::from_millis(300);
+    let redis = RedisStore::connect(&s, Policy::defaults()).unwrap();
+    assert!(redis.wait_ready(Duration::from_secs(10)).await);
+    let fanout = RedisFanout::connect(&s, redis.pool().clone()).unwrap();
+    let store = Store::redis(
+        redis,
+        None,
+        fanout,
+        Policy::defaults(),
+        RedisFailure::Degrade,
+    );
+    let (d, now) = (token(5), T0);
+    let a = store
+        .policy()
+        .admit_shared(&d, "c1", "f", now)
+        .await
+        .unwrap();
+    assert!(matches!(a.decision, Decision::Forward(_)), "{a:?}");
+    server.stop();
+    assert!(store
+        .policy()
+        .admit_shared(&d, "c2", "f", now)
+        .await
+        .is_err());
+    assert!(
+        store.degraded(),
+        "the failure still degrades the replica for v1"
+    );
+    let v1 = store.policy().admit(&d, "c3", "f", now).await.unwrap();
+    assert!(matches!(v1.decision, Decision::Forward(_)), "{v1:?}");
+    assert!(matches!(
+        store.policy().admit_shared(&d, "c4", "f", now).await,
+        Err(super::StoreError::Degraded)
+    ));
+}
+
 async fn two_fanouts(url: &str) -> (super::fanout::Fanout, super::fanout::Fanout) {
     let s = settings(url, "fan:");
     let mut out = Vec::new();
