@@ -214,3 +214,57 @@ async fn a_push_left_by_a_killed_replica_is_taken_over_by_a_replay() {
         "kill -9 between accept and record: {pending_replays} replays answered pending within the lease, taken over and delivered {took:?} after the kill (lease {lease_ms} ms)"
     );
 }
+
+/// A queued target is delivered by the retry worker while Redis refuses its scripts (an ACL
+/// change stands in for a store that fails without running the command, as a reset
+/// connection does), so the report of its settlement fails. The report is tried again until
+/// the store takes it: the receipt ends `delivered`, not `queued` for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_targets_failed_report_is_retried() {
+    let redis = RedisServer::start();
+    let r = SignedRelay::start(
+        Options::default()
+            .var("REDIS_URL", &redis.url())
+            .var("RELAY_REDIS_FAILURE", "reject"),
+    )
+    .await;
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    let d = device(4);
+    r.h.prod.reply_times(&d, Reply::new(503, None), 1);
+    let resp = r
+        .push(&ops.sign(ops.request(&rid(4), std::slice::from_ref(&d), Clock::System.now_ms())))
+        .await;
+    assert_eq!(resp.status, 201, "{}", resp.body);
+    assert_eq!(resp.json()["targets"][hash16(&d)]["state"], "queued");
+    // The retry's APNs answer is held; Redis refuses scripts while it is in flight.
+    r.h.prod.set_delay(Duration::from_millis(300));
+    wait_until("the retry attempt", Duration::from_secs(15), || {
+        r.h.prod.started() >= 2
+    })
+    .await;
+    redis.cli(&["ACL", "SETUSER", "default", "-evalsha", "-eval"]);
+    wait_until("the retry's answer", Duration::from_secs(10), || {
+        r.h.prod.delivered() >= 1
+    })
+    .await;
+    r.h.prod.set_delay(Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let path = format!("/v2/pushes/{}", rid(4));
+    redis.cli(&["ACL", "SETUSER", "default", "+@all"]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let read = loop {
+        let resp = r.read(&ops, &path, Clock::System.now_ms()).await;
+        if resp.status == 200 && resp.json()["state"] == "settled" {
+            break resp.json();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the receipt never settled: {}",
+            resp.body
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(read["targets"][hash16(&d)]["state"], "delivered", "{read}");
+    assert_eq!(r.h.prod.delivered(), 1);
+}

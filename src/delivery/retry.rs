@@ -23,7 +23,7 @@ use crate::push::{Kind, Notification, Payload, VerdictClass};
 use crate::secret::Secret;
 use crate::store::queue::{backoff_ms, random_u32, Fenced, Pending};
 use crate::store::receipts::{Guard, State, Update};
-use crate::store::Lease;
+use crate::store::{Lease, StoreError};
 
 /// What one retry attempt came to, as labelled in `sealrelay_retry_attempts_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,6 +285,10 @@ impl Delivery {
         self.report_state(item, state, detail).await;
     }
 
+    /// Records a queued target's settlement in its receipt. A report the store does not take
+    /// is tried again in the background (100 ms doubling to 2 s) until the item's staleness
+    /// window has closed, so the receipt never stays `queued` for an item that left the
+    /// queue while the store was failing.
     async fn report_state(&self, item: &Pending, state: State, detail: String) {
         let Some((push_id, target)) = &item.receipt else {
             return;
@@ -294,19 +298,57 @@ impl Delivery {
             state,
             detail,
         };
+        if self.record(push_id, &update).await.is_ok() {
+            return;
+        }
+        let (store, clock) = (self.store.clone(), self.clock.clone());
+        let ttl_ms = self.settings.receipt_ttl_ms;
+        let push_id = push_id.clone();
+        // At least one more try, however late.
+        let give_up = item.expires_ms().max(clock.now_ms() + 1);
+        tokio::spawn(async move {
+            let mut pause = Duration::from_millis(100);
+            loop {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(2));
+                let now = clock.now_ms();
+                let r = store
+                    .receipts()
+                    .update(
+                        &push_id,
+                        std::slice::from_ref(&update),
+                        Guard::Always,
+                        now,
+                        ttl_ms,
+                    )
+                    .await;
+                match r {
+                    Ok(_) => return,
+                    Err(_) if now < give_up => {}
+                    Err(e) => {
+                        tracing::error!(error = %e, "could not record a queued target's settlement in its receipt before its staleness window closed");
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    async fn record(&self, push_id: &str, update: &Update) -> Result<(), StoreError> {
         let r = self
             .store
             .receipts()
             .update(
                 push_id,
-                &[update],
+                std::slice::from_ref(update),
                 Guard::Always,
                 self.clock.now_ms(),
                 self.settings.receipt_ttl_ms,
             )
             .await;
-        if let Err(e) = r {
-            tracing::warn!(error = %e, "could not record a queued target's settlement in its receipt");
+        if let Err(e) = &r {
+            tracing::warn!(error = %e, "could not record a queued target's settlement in its receipt; retrying in the background");
         }
+        r.map(|_| ())
     }
 }
