@@ -70,6 +70,18 @@ fn bad_values_name_the_variable_and_what_is_allowed() {
     assert!(e.contains("RELAY_LOG_FORMAT"), "{e}");
 }
 
+/// A receipt outlives the freshness window strictly: a push issued 30 s ahead of the relay's
+/// clock can be replayed until 300 s after it was issued, 330 s after the receipt was made,
+/// so a 330 s TTL would let a replay at that instant find no receipt and send again.
+#[test]
+fn the_receipt_ttl_is_strictly_longer_than_the_freshness_window() {
+    let e = errors(&[("RELAY_RECEIPT_TTL_S", "330")]);
+    assert!(e.contains("RELAY_RECEIPT_TTL_S=\"330\""), "{e}");
+    assert!(e.contains("331"), "{e}");
+    let c = load(&[("RELAY_RECEIPT_TTL_S", "331")]).unwrap();
+    assert!(c.core.receipt_ttl_ms > 330_000);
+}
+
 #[test]
 fn all_problems_are_reported_at_once() {
     let e = load(&[("RELAY_FLAP_WINDOW_S", "x"), ("RELAY_FLAP_RESET_S", "0")]).unwrap_err();

@@ -249,8 +249,8 @@ vars! {
         "Where unsigned v1 pushes are taken: `public` (`POST /`, as cronstable daemons post today), `local` (`POST /` answers 403 and only `POST /admin/v1/push` on the admin socket takes them), `off` (both answer 403).";
     RELAY_V1_SUNSET, Admin, None, Text(1, 64),
         "An HTTP date (`Wed, 01 Jul 2027 00:00:00 GMT`), sent verbatim as `Sunset` on the admin socket's deprecated unsigned push.";
-    RELAY_RECEIPT_TTL_S, Admin, Some("604800"), Int(330, 31_536_000),
-        "How long signed-push request ids and receipts are kept, in seconds; never less than the 5 min + 30 s freshness window, so a replay can never send twice.";
+    RELAY_RECEIPT_TTL_S, Admin, Some("604800"), Int(331, 31_536_000),
+        "How long signed-push request ids and receipts are kept, in seconds; strictly longer than the 5 min + 30 s freshness window, so a replay can never send twice, not even at the boundary.";
     RELAY_ADMIN_SOCKET, Admin, Some("/run/sealrelay/admin.sock"), Path,
         "The admin API's Unix socket: created atomically with mode 0600 in a 0700 directory, peers checked by uid (`SO_PEERCRED`). Empty disables it. When the default path cannot be created (a laptop without `/run` rights) the relay warns and runs without it; a path set explicitly must work.";
     RELAY_ADMIN_API_LISTEN, Admin, None, Addr,

@@ -760,7 +760,7 @@ fn freshness_window_bounds_are_inclusive() {
         (answer.code.as_str(), answer.status.as_u16()),
         ("stale_request", 422)
     );
-    // The whole window, in seconds (`RELAY_RECEIPT_TTL_S` must not be less).
+    // The whole window, in seconds (`RELAY_RECEIPT_TTL_S` must be longer).
     assert_eq!((FRESH_BEFORE_MS + FRESH_AFTER_MS) / 1000, 330);
 }
 
