@@ -612,16 +612,23 @@ async fn the_store_away_is_503_even_while_v1_degrades() {
     );
 }
 
-/// Wrong methods and paths on `/v2` answer in the envelope.
+/// Wrong methods on `/v2` answer in the envelope, with the `Allow` of their path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wrong_methods_answer_405_in_the_envelope() {
     let r = SignedRelay::start(Options::default()).await;
-    let resp = r.h.request("GET", "/v2/pushes", Vec::new()).await;
-    assert_error(&resp, 405, "method_not_allowed");
-    let resp =
-        r.h.request("DELETE", &format!("/v2/pushes/{}", rid(1)), Vec::new())
-            .await;
-    assert_error(&resp, 405, "method_not_allowed");
+    let receipt = format!("/v2/pushes/{}", rid(1));
+    let events = format!("{receipt}/events");
+    for (method, path, allow) in [
+        ("GET", "/v2/pushes", "POST"),
+        ("PUT", "/v2/pushes", "POST"),
+        ("DELETE", receipt.as_str(), "GET, HEAD"),
+        ("POST", receipt.as_str(), "GET, HEAD"),
+        ("POST", events.as_str(), "GET, HEAD"),
+    ] {
+        let resp = r.h.request(method, path, Vec::new()).await;
+        assert_error(&resp, 405, "method_not_allowed");
+        assert_eq!(resp.header("allow"), Some(allow), "{method} {path}");
+    }
 }
 
 /// Enrolment over the admin API: 201 then 200, strict bodies, the list, revocation.

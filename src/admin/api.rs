@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 use super::transport::Transport;
 use crate::clock::Clock;
 use crate::signed::abandoned::Abandonment;
-use crate::signed::error::ApiError;
+use crate::signed::error::{only, ApiError, GET, POST, PUT};
 use crate::signed::request::is_valid_topic;
 use crate::signed::sig::{is_valid_key_id, KeyError, PublicKey};
 use crate::signed::signers::Signers;
@@ -73,26 +73,19 @@ impl AdminApi {
 /// The admin API's routes.
 pub fn routes(api: AdminApi) -> Router {
     Router::new()
-        .route("/admin/v1/signers", get(list).fallback(method_not_allowed))
+        .route("/admin/v1/signers", get(list).fallback(only(GET)))
         .route(
             "/admin/v1/signers/{key_id}",
-            put(enroll).fallback(method_not_allowed),
+            put(enroll).fallback(only(PUT)),
         )
         .route(
             "/admin/v1/signers/{key_id}/revoke",
-            post(revoke).fallback(method_not_allowed),
+            post(revoke).fallback(only(POST)),
         )
-        .route(
-            "/admin/v1/pushes/{id}",
-            get(receipt).fallback(method_not_allowed),
-        )
-        .route("/admin/v1/push", post(push).fallback(method_not_allowed))
+        .route("/admin/v1/pushes/{id}", get(receipt).fallback(only(GET)))
+        .route("/admin/v1/push", post(push).fallback(only(POST)))
         .fallback(|| async { ApiError::not_found("no such admin route").into_response() })
         .with_state(Arc::new(api))
-}
-
-async fn method_not_allowed() -> Response {
-    ApiError::method_not_allowed().into_response()
 }
 
 fn json(status: StatusCode, v: &Value) -> Response {

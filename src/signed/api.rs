@@ -29,7 +29,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use super::abandoned::Abandonment;
-use super::error::{ApiError, Code};
+use super::error::{only, ApiError, Code, GET, POST};
 use super::receipt;
 use super::request::{SignedPush, MAX_BODY_BYTES};
 use super::sig::{self, ReadAuthorization};
@@ -210,17 +210,10 @@ impl Resolution {
 /// The `/v2` routes.
 pub fn routes(signed: Arc<Signed>) -> Router {
     Router::new()
-        .route("/v2/pushes", post(push).fallback(method_not_allowed))
-        .route("/v2/pushes/{id}", get(read).fallback(method_not_allowed))
-        .route(
-            "/v2/pushes/{id}/events",
-            get(events).fallback(method_not_allowed),
-        )
+        .route("/v2/pushes", post(push).fallback(only(POST)))
+        .route("/v2/pushes/{id}", get(read).fallback(only(GET)))
+        .route("/v2/pushes/{id}/events", get(events).fallback(only(GET)))
         .with_state(signed)
-}
-
-async fn method_not_allowed() -> Response {
-    ApiError::method_not_allowed().into_response()
 }
 
 fn json(status: StatusCode, v: &serde_json::Value) -> Response {

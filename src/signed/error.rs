@@ -84,6 +84,8 @@ pub struct ApiError {
     pub message: String,
     /// The push the error is about, when known.
     pub push_id: Option<String>,
+    /// The methods the path takes, for a 405's `Allow`.
+    pub allow: Option<&'static str>,
 }
 
 impl ApiError {
@@ -93,6 +95,7 @@ impl ApiError {
             code,
             message: message.into(),
             push_id: None,
+            allow: None,
         }
     }
 
@@ -167,13 +170,16 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, Code::NotFound, message)
     }
 
-    /// 405.
-    pub fn method_not_allowed() -> Self {
-        Self::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            Code::MethodNotAllowed,
-            "method not allowed",
-        )
+    /// 405 for a path that takes the methods `allow` (its `Allow` header).
+    pub fn method_not_allowed(allow: &'static str) -> Self {
+        Self {
+            allow: Some(allow),
+            ..Self::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                Code::MethodNotAllowed,
+                "method not allowed",
+            )
+        }
     }
 
     /// 409: the request id is taken by another request.
@@ -213,6 +219,18 @@ impl ApiError {
     }
 }
 
+/// `Allow` of a path that takes POST.
+pub(crate) const POST: &str = "POST";
+/// `Allow` of a path that takes GET (axum answers HEAD beside it).
+pub(crate) const GET: &str = "GET, HEAD";
+/// `Allow` of a path that takes PUT.
+pub(crate) const PUT: &str = "PUT";
+
+/// The 405 handler of a path that takes the methods `allow`.
+pub(crate) fn only(allow: &'static str) -> impl Fn() -> std::future::Ready<Response> + Clone {
+    move || std::future::ready(ApiError::method_not_allowed(allow).into_response())
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut resp = (self.status, self.body()).into_response();
@@ -221,6 +239,9 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if let Some(allow) = self.allow {
+            h.insert(header::ALLOW, HeaderValue::from_static(allow));
+        }
         match self.status {
             StatusCode::SERVICE_UNAVAILABLE => {
                 h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
@@ -230,9 +251,6 @@ impl IntoResponse for ApiError {
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static("Signature"),
                 );
-            }
-            StatusCode::METHOD_NOT_ALLOWED => {
-                h.insert(header::ALLOW, HeaderValue::from_static("GET, POST"));
             }
             // The body was not read: the connection cannot carry another request.
             StatusCode::PAYLOAD_TOO_LARGE => {
@@ -253,6 +271,18 @@ impl From<super::sig::SigError> for ApiError {
 
 #[cfg(test)]
 mod tests {
+
+    #[tokio::test]
+    async fn a_405_names_the_methods_of_its_path() {
+        for allow in [GET, POST, PUT] {
+            let resp = only(allow)().await;
+            assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+            assert_eq!(resp.headers()[header::ALLOW], allow);
+        }
+        let other = ApiError::not_found("x").into_response();
+        assert!(other.headers().get(header::ALLOW).is_none());
+    }
+
     use super::*;
 
     #[test]
