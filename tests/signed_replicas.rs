@@ -108,6 +108,46 @@ async fn revocation_holds_on_every_replica_within_a_second_on_a_cluster() {
     revocation_and_replay(&cluster.url()).await;
 }
 
+/// A revocation whose pub/sub message never arrives (written straight into the signer's
+/// record, as if the PUBLISH had been lost) still holds on a replica that had the signer
+/// cached: its cache reads the record again once an entry is 0.9 s old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_whose_message_is_lost_holds_within_a_second() {
+    let redis = RedisServer::start();
+    let (a, b) = two(&redis.url()).await;
+    let ops = Signer::new("ops");
+    a.enroll(&ops, &[TOPIC]).await;
+    let now = Clock::System.now_ms();
+    assert_eq!(
+        b.push(&ops.sign(ops.request(&rid(1), &[device(1)], now)))
+            .await
+            .status,
+        201
+    );
+    let record = format!("sealrelay:{{signers}}:{}", ops.id);
+    assert_eq!(redis.cli(&["HEXISTS", &record, "r"]).trim(), "0");
+    redis.cli(&["HSET", &record, "r", &now.to_string()]);
+    let revoked = Instant::now();
+    let mut n = 2;
+    let took = loop {
+        let resp = b
+            .push(&ops.sign(ops.request(&rid(n), &[device(n as u32)], Clock::System.now_ms())))
+            .await;
+        if resp.status == 403 {
+            assert_eq!(resp.json()["error"]["code"], "revoked_signer");
+            break revoked.elapsed();
+        }
+        assert_eq!(resp.status, 201, "{}", resp.body);
+        assert!(
+            revoked.elapsed() < Duration::from_secs(5),
+            "the replica still takes a signer revoked 5 s ago"
+        );
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    println!("revocation with its message lost: effective on the caching replica after {took:?}");
+}
+
 async fn stream_across(url: &str) {
     let (a, b) = two(url).await;
     let ops = Signer::new("ops");

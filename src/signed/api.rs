@@ -10,7 +10,7 @@
 //! Store round trips: a new one-target push costs three (the receipt created with its
 //! lease, the target's admission, the outcomes recorded) and one more per extra target's
 //! admission; a replay costs one; the signer comes from the replica's cache
-//! ([`super::signers`]). A replay that finds the push's lease lapsed with targets still
+//! ([`super::signers`], read again from the store once an entry is 0.9 s old). A replay that finds the push's lease lapsed with targets still
 //! `accepted` takes it over and costs what a new push costs; a replay or read that finds a
 //! target abandoned past the bound costs one more, to settle it ([`super::abandoned`]).
 //!

@@ -1,8 +1,10 @@
-//! Every replica's cache of enrolled signers, so a signed push costs no store call for its
-//! signer: loaded on first use, dropped the moment the fan-out says the signer changed (an
-//! enrolment, an update, a revocation on any replica: effective everywhere within the
-//! fan-out's delay, milliseconds), and dropped whole when the fan-out resynchronises after
-//! a reconnect (a message may have been missed). Unknown key ids are cached briefly too, so
+//! Every replica's cache of enrolled signers, so a signed push costs about one store call
+//! a second for its signer: loaded on first use, dropped the moment the fan-out says the
+//! signer changed (an enrolment, an update, a revocation on any replica: effective
+//! everywhere within the fan-out's delay, milliseconds), dropped whole when the fan-out
+//! resynchronises after a reconnect, and in any case reloaded once it is [`KNOWN_TTL`] old:
+//! pub/sub is a hint, so a revocation whose message was lost still holds on every replica
+//! within a second. Unknown key ids are cached briefly too, so
 //! a stream of made-up ids cannot turn into a stream of store calls; the cache is bounded.
 //! Nothing is cached until the replica hears changes, and a load that raced a change is not
 //! cached (it may hold the record from before).
@@ -16,6 +18,8 @@ use super::sig::PublicKey;
 use crate::store::signers::Signer;
 use crate::store::{Store, StoreError};
 
+/// How long an enrolled signer is served from the cache before it is read again.
+pub const KNOWN_TTL: Duration = Duration::from_millis(900);
 /// How long an unknown key id is remembered as unknown.
 const NEGATIVE_TTL: Duration = Duration::from_secs(5);
 /// Entries kept at most; beyond it the unknown ones are dropped first, then everything.
@@ -32,7 +36,7 @@ pub struct Known {
 
 #[derive(Debug, Clone)]
 enum Entry {
-    Known(Arc<Known>),
+    Known(Arc<Known>, Instant),
     Unknown(Instant),
 }
 
@@ -69,7 +73,8 @@ impl Signers {
             .get(key_id)
         {
             match e {
-                Entry::Known(k) => return Ok(Some(k.clone())),
+                Entry::Known(k, at) if at.elapsed() < KNOWN_TTL => return Ok(Some(k.clone())),
+                Entry::Known(..) => {}
                 Entry::Unknown(at) if at.elapsed() < NEGATIVE_TTL => return Ok(None),
                 Entry::Unknown(_) => {}
             }
@@ -92,7 +97,7 @@ impl Signers {
             return Ok(known);
         }
         if map.len() >= MAX_ENTRIES {
-            map.retain(|_, e| matches!(e, Entry::Known(_)));
+            map.retain(|_, e| matches!(e, Entry::Known(..)));
             if map.len() >= MAX_ENTRIES {
                 map.clear();
             }
@@ -100,7 +105,7 @@ impl Signers {
         map.insert(
             key_id.to_owned(),
             match &known {
-                Some(k) => Entry::Known(k.clone()),
+                Some(k) => Entry::Known(k.clone(), Instant::now()),
                 None => Entry::Unknown(Instant::now()),
             },
         );
