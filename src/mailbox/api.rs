@@ -359,7 +359,8 @@ fn after_write(
             metrics::mailbox_push(label, "no_module");
             return;
         };
-        let sent = module.send(&reg, notify, &topic).await;
+        let now_s = (m.clock.now_ms().max(0) / 1000) as u64;
+        let sent = module.send(&reg, notify, &topic, now_s).await;
         metrics::mailbox_push(label, sent.outcome);
         tracing::info!(
             service = label,

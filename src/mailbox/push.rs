@@ -185,15 +185,24 @@ pub struct Module<'a> {
 }
 
 impl Module<'_> {
-    /// Sends one push for `registration` on the app's `topic`. A registration kept under
+    /// Sends one push for `registration` on the app's `topic` at `now_s` (the injected
+    /// clock's, seconds: its expiry counts from it). A registration kept under
     /// the generic rules for this service (registered before its module was loaded) is
     /// not one the service takes: nothing is sent, and it counts as rejected.
-    pub async fn send(&self, registration: &Registration, notify: Notify, topic: &str) -> Sent {
+    pub async fn send(
+        &self,
+        registration: &Registration,
+        notify: Notify,
+        topic: &str,
+        now_s: u64,
+    ) -> Sent {
         let (env, n) = match (self.service, registration) {
             (Service::Apns, Registration::Module(ByService::Apns(r))) => {
-                r.notification(notify, topic)
+                r.notification(notify, topic, now_s)
             }
-            (Service::Fcm, Registration::Module(ByService::Fcm(r))) => r.notification(notify),
+            (Service::Fcm, Registration::Module(ByService::Fcm(r))) => {
+                r.notification(notify, now_s)
+            }
             _ => {
                 return Sent {
                     outcome: PushOutcome::Sent(VerdictClass::Rejected).as_str(),

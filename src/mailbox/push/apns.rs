@@ -84,15 +84,18 @@ pub enum Which {
 }
 
 impl Registration {
-    /// The environment and notification of one push on the app's `topic`.
-    pub fn notification(&self, notify: Notify, topic: &str) -> (Environment, Notification) {
+    /// The environment and notification of one push on the app's `topic` at `now_s`
+    /// (seconds; the expiry counts from it).
+    pub fn notification(
+        &self,
+        notify: Notify,
+        topic: &str,
+        now_s: u64,
+    ) -> (Environment, Notification) {
         let env = match self.environment {
             Some(Which::Development) => Environment::Sandbox,
             Some(Which::Production) | None => Environment::Production,
         };
-        let now_s = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
         let (kind, priority, lifetime) = match notify {
             Notify::Alert => (Kind::Alert, Priority::High, ALERT_LIFETIME_S),
             Notify::Silent => (Kind::Background, Priority::Normal, SILENT_LIFETIME_S),
@@ -114,6 +117,9 @@ impl Registration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The injected clock's second (2026-01-01).
+    const NOW_S: u64 = 1_767_225_600;
     use serde_json::{json, Value};
 
     fn reg(v: Value) -> Result<Registration, serde_json::Error> {
@@ -127,7 +133,7 @@ mod tests {
         let tok = "ab".repeat(32);
         let r = reg(json!({"service":"apns","token":tok,"tag":"Zq3k8r2mT1u0wQ"})).unwrap();
         let body = |notify| {
-            let (_, n) = r.notification(notify, "com.example");
+            let (_, n) = r.notification(notify, "com.example", NOW_S);
             String::from_utf8(crate::push::apns::render(&n).to_vec()).unwrap()
         };
         assert_eq!(
@@ -142,7 +148,7 @@ mod tests {
             json!({"service":"apns","token":"ab".repeat(32),"tag":"t","alert":"a \"quoted\"\nline"}),
         )
         .unwrap();
-        let (_, n) = r.notification(Notify::Alert, "com.example");
+        let (_, n) = r.notification(Notify::Alert, "com.example", NOW_S);
         let v: Value = serde_json::from_slice(&crate::push::apns::render(&n)).unwrap();
         assert_eq!(v["aps"]["alert"]["body"], "a \"quoted\"\nline");
     }
@@ -152,14 +158,17 @@ mod tests {
         let tok = "ab".repeat(32);
         let r = reg(json!({"service":"apns","token":tok,"environment":"development","tag":"t"}))
             .unwrap();
-        let (env, n) = r.notification(Notify::Silent, "com.example");
+        let (env, n) = r.notification(Notify::Silent, "com.example", NOW_S);
         assert_eq!(env, Environment::Sandbox);
         assert_eq!((n.kind, n.priority), (Kind::Background, Priority::Normal));
         assert_eq!(n.topic.as_deref(), Some("com.example"));
+        // The expiry counts from the clock the caller passes, not the machine's.
+        assert_eq!(n.expiration_s, NOW_S + SILENT_LIFETIME_S);
         let r = reg(json!({"service":"apns","token":tok,"tag":"t"})).unwrap();
-        let (env, n) = r.notification(Notify::Alert, "com.example");
+        let (env, n) = r.notification(Notify::Alert, "com.example", NOW_S);
         assert_eq!(env, Environment::Production);
         assert_eq!((n.kind, n.priority), (Kind::Alert, Priority::High));
+        assert_eq!(n.expiration_s, NOW_S + ALERT_LIFETIME_S);
     }
 
     #[test]

@@ -60,11 +60,9 @@ impl From<Token> for String {
 }
 
 impl Registration {
-    /// The notification of one push. FCM has one environment.
-    pub fn notification(&self, notify: Notify) -> (Environment, Notification) {
-        let now_s = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+    /// The notification of one push at `now_s` (seconds; the expiry counts from it). FCM
+    /// has one environment.
+    pub fn notification(&self, notify: Notify, now_s: u64) -> (Environment, Notification) {
         let (kind, priority, lifetime) = match notify {
             Notify::Alert => (Kind::Alert, Priority::High, ALERT_LIFETIME_S),
             Notify::Silent => (Kind::Data, Priority::Normal, SILENT_LIFETIME_S),
@@ -86,6 +84,9 @@ impl Registration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The injected clock's second (2026-01-01).
+    const NOW_S: u64 = 1_767_225_600;
     use serde_json::json;
 
     #[test]
@@ -114,13 +115,14 @@ mod tests {
     fn a_silent_push_is_data_and_an_alert_is_high() {
         let r: Registration =
             serde_json::from_value(json!({"token": "a".repeat(40), "tag": "t"})).unwrap();
-        let (_, n) = r.notification(Notify::Silent);
+        let (_, n) = r.notification(Notify::Silent, NOW_S);
         assert_eq!(
             (n.kind, n.priority, n.topic),
             (Kind::Data, Priority::Normal, None)
         );
-        let (_, n) = r.notification(Notify::Alert);
+        let (_, n) = r.notification(Notify::Alert, NOW_S);
         assert_eq!((n.kind, n.priority), (Kind::Alert, Priority::High));
+        assert_eq!(n.expiration_s, NOW_S + ALERT_LIFETIME_S);
         assert!(!format!("{r:?}").contains(&"a".repeat(40)));
     }
 }
