@@ -173,3 +173,42 @@ async fn a_killed_replica_leaves_no_side_present() {
     // 16 s is the stated bound; the slack is for a loaded machine.
     assert!(took <= Duration::from_secs(20), "{took:?}");
 }
+
+/// Pub/sub is a hint, the store the truth. The fan-out's subscriber loses its connection
+/// (`CLIENT KILL TYPE pubsub`) and, coming back, is refused `SUBSCRIBE` for a while (an ACL
+/// change) while an envelope is stored; then the store refuses the watch's read of the head
+/// for a while. The subscriber keeps trying until it is subscribed again, the watch keeps
+/// reading until the store answers, and the reader gets the `seq` it missed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_recovers_a_missed_seq_through_refused_subscribes_and_reads() {
+    let redis = RedisServer::start();
+    let (h, _other) = two(&redis.url()).await;
+    let m = Mb::new(h.addr(), "chat", &mailbox_id(70), &bearer(70));
+    assert_eq!(m.claim().await, 201);
+    let mut w = m.watch("p2c").await;
+    assert_eq!(m.put("p2c", 1, b"a").await.status, 201);
+    assert_eq!(next_text(&mut w, WAIT).await.as_deref(), Some("seq 1"));
+
+    redis.cli(&["ACL", "SETUSER", "default", "-subscribe", "-ssubscribe"]);
+    redis.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Stored while no subscriber listens: its message is lost.
+    assert_eq!(m.put("p2c", 2, b"b").await.status, 201);
+    redis.cli(&["ACL", "SETUSER", "default", "-evalsha", "-eval"]);
+    redis.cli(&["ACL", "SETUSER", "default", "+subscribe", "+ssubscribe"]);
+    // Subscribed again within one retry (at most 2 s); the head cannot be read yet.
+    assert_eq!(
+        next_text(&mut w, Duration::from_millis(2500)).await,
+        None,
+        "nothing can be known while the store refuses the read"
+    );
+    redis.cli(&["ACL", "SETUSER", "default", "+@all"]);
+    assert_eq!(
+        next_text(&mut w, Duration::from_secs(8)).await.as_deref(),
+        Some("seq 2"),
+        "the missed seq arrives once the store answers"
+    );
+    // And the watch hears new writes again.
+    assert_eq!(m.put("p2c", 3, b"c").await.status, 201);
+    assert_eq!(next_text(&mut w, WAIT).await.as_deref(), Some("seq 3"));
+}

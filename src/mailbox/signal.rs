@@ -83,18 +83,22 @@ pub enum Close {
     Policy,
     /// 1009: the frame is larger than [`MAX_FRAME`].
     TooBig,
+    /// 1011: the relay could not recover what the fan-out may have lost (the store did
+    /// not answer).
+    Internal,
     /// 4000: a newer socket took this side.
     Replaced,
 }
 
 impl Close {
     /// Every close, in the order the metrics register them.
-    pub const ALL: [Close; 6] = [
+    pub const ALL: [Close; 7] = [
         Close::Normal,
         Close::GoingAway,
         Close::Unsupported,
         Close::Policy,
         Close::TooBig,
+        Close::Internal,
         Close::Replaced,
     ];
 
@@ -106,6 +110,7 @@ impl Close {
             Close::Unsupported => 1003,
             Close::Policy => 1008,
             Close::TooBig => 1009,
+            Close::Internal => 1011,
             Close::Replaced => 4000,
         }
     }
@@ -118,6 +123,7 @@ impl Close {
             Close::Unsupported => "1003",
             Close::Policy => "1008",
             Close::TooBig => "1009",
+            Close::Internal => "1011",
             Close::Replaced => "4000",
         }
     }
@@ -130,6 +136,7 @@ impl Close {
             Close::Unsupported => "unsupported",
             Close::Policy => "too many frames",
             Close::TooBig => "frame too large",
+            Close::Internal => "store unavailable",
             Close::Replaced => "replaced",
         }
     }

@@ -11,7 +11,8 @@
 //! the store at most once a second per socket); any other text or a binary frame closes
 //! with 1003; an erase of the mailbox closes with 1000; the relay stopping closes with 1001.
 //! After the fan-out lost messages (a Redis reconnect), the socket reads the direction's
-//! highest seq once and sends it if it is new.
+//! highest seq and sends it if it is new, trying again until the store answers; after 10 s
+//! without an answer it closes with 1011 (the client reconnects and lists).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +29,49 @@ use super::signal::Close;
 use super::socket::accept;
 use crate::store::fanout::Subscription;
 use crate::store::mailbox::{Answer, Dir, MailboxEvent, Name, Op};
+
+/// How long a resync keeps trying to read the direction's head before it gives up and
+/// closes the socket with 1011 (the client reconnects and reads the list itself).
+const RESYNC_FOR: Duration = Duration::from_secs(10);
+
+/// What a resync found.
+enum Resync {
+    /// A seq newer than the last one sent.
+    Seq(u64),
+    /// Nothing new.
+    Nothing,
+    /// The socket must close: the mailbox is gone (1000), the relay stops (1001), or the
+    /// store did not answer for [`RESYNC_FOR`] (1011).
+    Close(Close),
+}
+
+/// Reads `dir`'s head after the fan-out may have lost messages, trying again (100 ms
+/// doubling to 1 s) until the store answers: a missed `seq` is never silently lost.
+async fn resync(
+    m: &Mailboxes,
+    name: &Name,
+    bearer: &Bearer,
+    dir: Dir,
+    last_sent: u64,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> Resync {
+    let give_up = Instant::now() + RESYNC_FOR;
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match m.run(name, bearer, &Op::Head { dir }).await {
+            Ok(Answer::Head { last, .. }) if last > last_sent => return Resync::Seq(last),
+            Ok(_) => return Resync::Nothing,
+            Err(MailboxError::NotFound) => return Resync::Close(Close::Normal),
+            Err(_) if Instant::now() >= give_up => return Resync::Close(Close::Internal),
+            Err(_) => {}
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = stop.changed() => return Resync::Close(Close::GoingAway),
+        }
+        pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
 
 /// The largest message a watch reads (clients send only `ping`).
 const MAX_MESSAGE: usize = 4096;
@@ -107,18 +151,18 @@ async fn serve(
                     resyncing = false;
                     continue;
                 }
-                match m.run(&name, &bearer, &Op::Head { dir }).await {
-                    Ok(Answer::Head { last, .. }) if last > last_sent => {
+                match resync(&m, &name, &bearer, dir, last_sent, &mut stop).await {
+                    Resync::Seq(last) => {
                         last_sent = last;
                         if socket.send(Message::Text(format!("seq {last}").into())).await.is_err() {
                             return;
                         }
                     }
-                    Err(MailboxError::NotFound) => {
-                        Close::Normal.send(&mut socket).await;
+                    Resync::Nothing => {}
+                    Resync::Close(close) => {
+                        close.send(&mut socket).await;
                         return;
                     }
-                    _ => {}
                 }
             },
             _ = stop.changed() => {

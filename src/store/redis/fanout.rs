@@ -113,12 +113,23 @@ impl RedisFanout {
                             continue;
                         }
                     }
-                    let r = {
-                        let _g = ops.lock().await;
-                        resubscribe(&subscriber).await
-                    };
-                    if let Err(e) = r {
-                        tracing::warn!(error = %e, "could not subscribe to fan-out channels again after a reconnect");
+                    // Until every channel is subscribed again (a refused or timed-out
+                    // SUBSCRIBE is tried again, 100 ms doubling to 2 s): a subscriber that
+                    // gave up would stay deaf with every channel marked subscribed.
+                    let mut pause = Duration::from_millis(100);
+                    loop {
+                        let r = {
+                            let _g = ops.lock().await;
+                            resubscribe(&subscriber).await
+                        };
+                        match r {
+                            Ok(()) => break,
+                            Err(e) => {
+                                tracing::warn!(error = %e, "could not subscribe to fan-out channels again after a reconnect; retrying");
+                                tokio::time::sleep(pause).await;
+                                pause = (pause * 2).min(Duration::from_secs(2));
+                            }
+                        }
                     }
                     resync_tx.send_modify(|n| *n += 1);
                 }
