@@ -12,7 +12,8 @@
 //! with 1003; an erase of the mailbox closes with 1000; the relay stopping closes with 1001.
 //! After the fan-out lost messages (a Redis reconnect), the socket reads the direction's
 //! highest seq and sends it if it is new, trying again until the store answers; after 10 s
-//! without an answer it closes with 1011 (the client reconnects and lists).
+//! without an answer it closes with 1011 (the client reconnects and lists). A socket that
+//! fell behind its local fan-out buffer (and so lost messages) does the same.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -70,6 +71,24 @@ async fn resync(
             _ = stop.changed() => return Resync::Close(Close::GoingAway),
         }
         pause = (pause * 2).min(Duration::from_secs(1));
+    }
+}
+
+/// Tells the socket what a resync found; false when the socket is done.
+async fn sent(found: Resync, socket: &mut WebSocket, last_sent: &mut u64) -> bool {
+    match found {
+        Resync::Seq(last) => {
+            *last_sent = last;
+            socket
+                .send(Message::Text(format!("seq {last}").into()))
+                .await
+                .is_ok()
+        }
+        Resync::Nothing => true,
+        Resync::Close(close) => {
+            close.send(socket).await;
+            false
+        }
     }
 }
 
@@ -132,6 +151,14 @@ async fn serve(
                     return;
                 }
                 Some(note) => {
+                    if sub.take_lagged() {
+                        // This socket fell behind and lost messages: an erase or a seq may
+                        // be among them.
+                        let found = resync(&m, &name, &bearer, dir, last_sent, &mut stop).await;
+                        if !sent(found, &mut socket, &mut last_sent).await {
+                            return;
+                        }
+                    }
                     let seq = match MailboxEvent::receive(&note) {
                         Some(MailboxEvent::Erased) => {
                             Close::Normal.send(&mut socket).await;
@@ -151,18 +178,9 @@ async fn serve(
                     resyncing = false;
                     continue;
                 }
-                match resync(&m, &name, &bearer, dir, last_sent, &mut stop).await {
-                    Resync::Seq(last) => {
-                        last_sent = last;
-                        if socket.send(Message::Text(format!("seq {last}").into())).await.is_err() {
-                            return;
-                        }
-                    }
-                    Resync::Nothing => {}
-                    Resync::Close(close) => {
-                        close.send(&mut socket).await;
-                        return;
-                    }
+                let found = resync(&m, &name, &bearer, dir, last_sent, &mut stop).await;
+                if !sent(found, &mut socket, &mut last_sent).await {
+                    return;
                 }
             },
             _ = stop.changed() => {

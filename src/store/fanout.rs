@@ -240,7 +240,7 @@ impl Fanout {
                 .timed(t.subscribe(channel, first))
                 .await?;
         }
-        Ok(Subscription { rx })
+        Ok(Subscription { rx, lagged: false })
     }
 
     /// A counter that grows every time messages may have been lost (the subscriber
@@ -269,9 +269,17 @@ impl Fanout {
 #[derive(Debug)]
 pub struct Subscription {
     rx: broadcast::Receiver<Bytes>,
+    /// Messages were lost since [`Subscription::take_lagged`] was last asked.
+    lagged: bool,
 }
 
 impl Subscription {
+    /// Whether messages were lost because this subscriber fell behind since the last call:
+    /// the subscriber then re-reads from the store what they may have said.
+    pub fn take_lagged(&mut self) -> bool {
+        std::mem::take(&mut self.lagged)
+    }
+
     /// The next message; `None` when the fan-out is gone. Messages lost because this
     /// subscriber fell behind are counted and skipped.
     pub async fn recv(&mut self) -> Option<Bytes> {
@@ -290,7 +298,10 @@ impl Subscription {
                     ));
                     return Some(payload);
                 }
-                Err(broadcast::error::RecvError::Lagged(n)) => crate::metrics::fanout_lagged(n),
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    crate::metrics::fanout_lagged(n);
+                    self.lagged = true;
+                }
                 Err(broadcast::error::RecvError::Closed) => return None,
             }
         }
@@ -338,13 +349,20 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_slow_subscriber_loses_the_oldest_and_carries_on() {
+    async fn a_slow_subscriber_loses_the_oldest_and_is_told() {
         let f = Fanout::memory();
         let c = Channel::global("t:global".into());
         let mut s = f.subscribe(&c).await.unwrap();
+        f.publish(&c, b"first", 1).await.unwrap();
+        assert_eq!(s.recv().await.unwrap(), "first");
+        assert!(!s.take_lagged(), "nothing lost yet");
         for i in 0..(BUFFER + 10) {
             f.publish(&c, format!("{i}").as_bytes(), 1).await.unwrap();
         }
         assert_eq!(s.recv().await.unwrap(), "10");
+        assert!(s.take_lagged(), "the loss is reported once");
+        assert!(!s.take_lagged());
+        assert_eq!(s.recv().await.unwrap(), "11");
+        assert!(!s.take_lagged());
     }
 }
