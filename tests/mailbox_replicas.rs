@@ -212,3 +212,29 @@ async fn a_watch_recovers_a_missed_seq_through_refused_subscribes_and_reads() {
     assert_eq!(m.put("p2c", 3, b"c").await.status, 201);
     assert_eq!(next_text(&mut w, WAIT).await.as_deref(), Some("seq 3"));
 }
+
+/// An erase whose message is lost while the fan-out's subscriber is away (killed, then
+/// refused `SUBSCRIBE` until after the erase) still closes the signal socket with 1000: on
+/// the resync the socket asks the store whether its mailbox is still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_socket_closes_on_an_erase_whose_message_was_lost() {
+    let redis = RedisServer::start();
+    let (h, _other) = two(&redis.url()).await;
+    let m = Mb::new(h.addr(), "chat", &mailbox_id(71), &bearer(71));
+    assert_eq!(m.claim().await, 201);
+    let mut p = m.socket("/signal/primary", true).await.unwrap().0;
+    // Opened and subscribed.
+    send_text(&mut p, "ping").await;
+    assert_eq!(next_text(&mut p, WAIT).await.as_deref(), Some("pong"));
+
+    redis.cli(&["ACL", "SETUSER", "default", "-subscribe", "-ssubscribe"]);
+    redis.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(m.erase().await, 204);
+    redis.cli(&["ACL", "SETUSER", "default", "+subscribe", "+ssubscribe"]);
+    assert_eq!(
+        close_code(&mut p, Duration::from_secs(8)).await,
+        Some(1000),
+        "the socket of an erased mailbox is closed"
+    );
+}

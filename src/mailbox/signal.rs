@@ -381,6 +381,10 @@ impl Session {
         signals: &mut Subscription,
     ) -> End {
         let mut stop = self.m.stop.clone();
+        let mut resyncs = self.m.store.fanout().resyncs();
+        // Only reconnects from now on count.
+        resyncs.borrow_and_update();
+        let mut resyncing = true;
         let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + BEAT, BEAT);
         let mut check = tokio::time::interval_at(tokio::time::Instant::now() + CHECK, CHECK);
         let (capacity, emission) = Bucket::Frames(self.side).rate();
@@ -440,10 +444,26 @@ impl Session {
                         Close::Normal.send(socket).await;
                         return End::Closed(Close::Normal);
                     }
+                    // An erase may be among the messages this socket fell behind on.
+                    Some(_) if events.take_lagged() => {
+                        if let Some(close) = self.still_there(&mut stop).await {
+                            close.send(socket).await;
+                            return End::Closed(close);
+                        }
+                    }
                     Some(_) => {}
                     None => {
                         Close::GoingAway.send(socket).await;
                         return End::Closed(Close::GoingAway);
+                    }
+                },
+                r = resyncs.changed(), if resyncing => {
+                    // The fan-out reconnected: an erase may have been lost meanwhile.
+                    if r.is_err() {
+                        resyncing = false;
+                    } else if let Some(close) = self.still_there(&mut stop).await {
+                        close.send(socket).await;
+                        return End::Closed(close);
                     }
                 },
                 _ = beat.tick() => {
@@ -462,6 +482,33 @@ impl Session {
                     return End::Closed(Close::GoingAway);
                 }
             }
+        }
+    }
+
+    /// After a gap in the fan-out, asks the store whether the mailbox is still this
+    /// bearer's, trying again (100 ms doubling to 1 s) for up to 10 s: `Some` close when the
+    /// socket must end (1000 erased or taken by another bearer, 1001 stopping, 1011 the
+    /// store never answered).
+    async fn still_there(&self, stop: &mut tokio::sync::watch::Receiver<bool>) -> Option<Close> {
+        let give_up = Instant::now() + Duration::from_secs(10);
+        let mut pause = Duration::from_millis(100);
+        loop {
+            let head = Op::Head {
+                dir: crate::store::mailbox::Dir::P2c,
+            };
+            match self.m.run(&self.name, &self.bearer, &head).await {
+                Ok(_) => return None,
+                Err(MailboxError::NotFound | MailboxError::Forbidden) => {
+                    return Some(Close::Normal)
+                }
+                Err(_) if Instant::now() >= give_up => return Some(Close::Internal),
+                Err(_) => {}
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = stop.changed() => return Some(Close::GoingAway),
+            }
+            pause = (pause * 2).min(Duration::from_secs(1));
         }
     }
 
