@@ -45,17 +45,43 @@ async fn a_lost_begin_reply_still_delivers_once() {
     .await;
     let ops = Signer::new("ops");
     r.enroll(&ops, &[TOPIC]).await;
-    // A first push caches the signer, so the stalled call is the receipt's.
-    let warm = ops.sign(ops.request(&rid(1), &[device(1)], Clock::System.now_ms()));
-    assert_eq!(r.push(&warm).await.status, 201);
-
-    let d = device(2);
-    let body = ops.sign(ops.request(&rid(2), std::slice::from_ref(&d), Clock::System.now_ms()));
-    redis.cli(&["CLIENT", "PAUSE", "800", "ALL"]);
-    let paused = Instant::now();
-    let first = r.push(&body).await;
-    assert_error(&first, 503, "unavailable");
-    assert!(first.header("retry-after").is_some());
+    // A first push caches the signer, so the stalled call is the receipt's. The cache
+    // reads a signer again after 0.9 s: on a slow machine the stalled call can be that
+    // read instead (503 before any receipt exists), so the test tries until Redis holds
+    // the receipt of the push it answered 503 to.
+    let mut n = 1;
+    let (d, body, paused) = loop {
+        assert!(n < 10, "the stall never hit the receipt's creation");
+        // With a 150 ms store timeout a busy machine can fail the warm-up too: it is
+        // tried again (a replay of it then answers 200).
+        let warm = ops.sign(ops.request(&rid(n), &[device(n as u32)], Clock::System.now_ms()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let s = r.push(&warm).await.status;
+            if s == 201 || s == 200 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the warm-up push answered {s}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let d = device(n as u32 + 1);
+        let body = ops.sign(ops.request(
+            &rid(n + 1),
+            std::slice::from_ref(&d),
+            Clock::System.now_ms(),
+        ));
+        redis.cli(&["CLIENT", "PAUSE", "800", "ALL"]);
+        let paused = Instant::now();
+        let first = r.push(&body).await;
+        assert_error(&first, 503, "unavailable");
+        assert!(first.header("retry-after").is_some());
+        let key = format!("sealrelay:{{r:{}}}", rid(n + 1));
+        // redis-cli waits out the pause like everyone else.
+        if redis.cli(&["EXISTS", &key]).trim() == "1" {
+            break (d, body, paused);
+        }
+        n += 2;
+    };
     wait_until(
         "the accepting replica to deliver the push after the lost reply",
         Duration::from_secs(15),
@@ -83,7 +109,7 @@ async fn a_lost_begin_reply_still_delivers_once() {
         "delivered",
         "{receipt}"
     );
-    let path = format!("/v2/pushes/{}", rid(2));
+    let path = format!("/v2/pushes/{}", rid(n + 1));
     let read = r.read(&ops, &path, Clock::System.now_ms()).await.json();
     assert_eq!(read["targets"][hash16(&d)]["state"], "delivered", "{read}");
     tokio::time::sleep(Duration::from_millis(300)).await;
