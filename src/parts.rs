@@ -137,26 +137,20 @@ impl SignedStorePart {
 
     /// The store calls of one accepted push at `now_ms`, in the relay's order.
     pub async fn push(&self, push: &SignedPush, topic: &str, now_ms: i64) -> SignedStoreOutcome {
-        let targets: Vec<String> = push.targets().iter().map(|t| t.receipt_key()).collect();
         let owner = receipts::owner_token();
         let claim = Claim {
             owner: &owner,
             lease_ms: LEASE_MS,
         };
-        let begun = self
-            .store
-            .receipts()
-            .begin(
-                push.request_id(),
-                push.canonical_hash(),
-                push.signer_key_id(),
-                topic,
-                &targets,
-                &claim,
-                now_ms,
-                self.ttl_ms,
-            )
-            .await;
+        let begun = crate::signed::api::begin_receipt(
+            &self.store,
+            push,
+            topic,
+            &claim,
+            now_ms,
+            self.ttl_ms,
+        )
+        .await;
         match begun {
             Ok(Begun::New(_)) => {}
             Ok(_) => return SignedStoreOutcome::Existing,

@@ -33,6 +33,35 @@ async fn two(url: &str) -> (SignedRelay, SignedRelay) {
     (a, b)
 }
 
+/// Pushes by `ops` to `r` (request ids from `n` on, every `pause_ms`) until one is refused
+/// as `revoked_signer`, each taken meanwhile; how long that took from the call, and the next
+/// free request number. Fails once `within` has passed.
+async fn until_revoked(
+    r: &SignedRelay,
+    ops: &Signer,
+    mut n: u64,
+    within: Duration,
+    pause_ms: u64,
+) -> (Duration, u64) {
+    let revoked = Instant::now();
+    loop {
+        let resp = r
+            .push(&ops.sign(ops.request(&rid(n), &[device(n as u32)], Clock::System.now_ms())))
+            .await;
+        if resp.status == 403 {
+            assert_eq!(resp.json()["error"]["code"], "revoked_signer");
+            return (revoked.elapsed(), n);
+        }
+        assert_eq!(resp.status, 201, "{}", resp.body);
+        assert!(
+            revoked.elapsed() < within,
+            "the replica still takes the revoked signer after {within:?}"
+        );
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+    }
+}
+
 async fn revocation_and_replay(url: &str) {
     let (a, b) = two(url).await;
     let ops = Signer::new("ops");
@@ -61,24 +90,7 @@ async fn revocation_and_replay(url: &str) {
         )
         .await;
     assert_eq!(status, 200);
-    let revoked = Instant::now();
-    let mut n = 3;
-    let took = loop {
-        let resp = b
-            .push(&ops.sign(ops.request(&rid(n), &[device(n as u32)], Clock::System.now_ms())))
-            .await;
-        if resp.status == 403 {
-            assert_eq!(resp.json()["error"]["code"], "revoked_signer");
-            break revoked.elapsed();
-        }
-        assert_eq!(resp.status, 201, "{}", resp.body);
-        assert!(
-            revoked.elapsed() < Duration::from_secs(1),
-            "B still takes the revoked signer after 1 s"
-        );
-        n += 1;
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let (took, mut n) = until_revoked(&b, &ops, 3, Duration::from_secs(1), 10).await;
     println!("revocation effective on the other replica after {took:?}");
     // And enrolled again on B: A takes it again.
     b.enroll(&ops, &[TOPIC]).await;
@@ -127,24 +139,7 @@ async fn a_revocation_whose_message_is_lost_holds_within_a_second() {
     let record = format!("sealrelay:{{signers}}:{}", ops.id);
     assert_eq!(redis.cli(&["HEXISTS", &record, "r"]).trim(), "0");
     redis.cli(&["HSET", &record, "r", &now.to_string()]);
-    let revoked = Instant::now();
-    let mut n = 2;
-    let took = loop {
-        let resp = b
-            .push(&ops.sign(ops.request(&rid(n), &[device(n as u32)], Clock::System.now_ms())))
-            .await;
-        if resp.status == 403 {
-            assert_eq!(resp.json()["error"]["code"], "revoked_signer");
-            break revoked.elapsed();
-        }
-        assert_eq!(resp.status, 201, "{}", resp.body);
-        assert!(
-            revoked.elapsed() < Duration::from_secs(5),
-            "the replica still takes a signer revoked 5 s ago"
-        );
-        n += 1;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let (took, _) = until_revoked(&b, &ops, 2, Duration::from_secs(5), 20).await;
     println!("revocation with its message lost: effective on the caching replica after {took:?}");
 }
 

@@ -247,18 +247,12 @@ impl Delivery {
             store = self.store.kind(),
             decision = tracing::field::Empty
         );
-        let policy = self.store.policy();
-        let admitted = if ctx.shared {
-            policy
-                .admit_shared(&alert.device, collapse, flap_key, now_ms)
-                .instrument(admission_span.clone())
-                .await
-        } else {
-            policy
-                .admit(&alert.device, collapse, flap_key, now_ms)
-                .instrument(admission_span.clone())
-                .await
-        };
+        let admitted = self
+            .store
+            .policy()
+            .admit_in(ctx.shared, &alert.device, collapse, flap_key, now_ms)
+            .instrument(admission_span.clone())
+            .await;
         let Admission { decision, env } = match admitted {
             Ok(a) => {
                 admission_span.record("decision", a.decision.label());

@@ -362,24 +362,19 @@ impl Signed {
         owner: &str,
         now_ms: i64,
     ) -> Result<Begun, StoreError> {
-        let targets: Vec<String> = push.targets().iter().map(|t| t.receipt_key()).collect();
         let claim = Claim {
             owner,
             lease_ms: self.settings.lease_ms,
         };
-        self.store()
-            .receipts()
-            .begin(
-                push.request_id(),
-                push.canonical_hash(),
-                push.signer_key_id(),
-                topic,
-                &targets,
-                &claim,
-                now_ms,
-                self.settings.receipt_ttl_ms,
-            )
-            .await
+        begin_receipt(
+            self.store(),
+            push,
+            topic,
+            &claim,
+            now_ms,
+            self.settings.receipt_ttl_ms,
+        )
+        .await
     }
 
     /// Settles `push` in the background after a store reply was lost: the outcomes not
@@ -461,6 +456,33 @@ impl Signed {
     }
 }
 
+/// Creates `push`'s receipt on `store` with `claim` bidding for its lease, or finds the one
+/// its id has: the one store call that begins a signed push (the benchmark's store part
+/// makes the same call).
+pub(crate) async fn begin_receipt(
+    store: &Store,
+    push: &SignedPush,
+    topic: &str,
+    claim: &Claim<'_>,
+    now_ms: i64,
+    ttl_ms: i64,
+) -> Result<Begun, StoreError> {
+    let targets: Vec<String> = push.targets().iter().map(|t| t.receipt_key()).collect();
+    store
+        .receipts()
+        .begin(
+            push.request_id(),
+            push.canonical_hash(),
+            push.signer_key_id(),
+            topic,
+            &targets,
+            claim,
+            now_ms,
+            ttl_ms,
+        )
+        .await
+}
+
 /// The `accepted` targets of `r` through the delivery core at once (the lease held since
 /// `began`; `taken` when it was taken over from another owner, see [`Context::retake`]);
 /// the receipt with their first outcomes, and `Some(outcomes not recorded)` when something
@@ -474,14 +496,14 @@ async fn deliver(
     began: Instant,
     taken: bool,
 ) -> (Receipt, Option<Vec<Update>>) {
-    let accepted: Vec<usize> = (0..push.targets().len())
-        .filter(|&i| {
-            let key = push.targets()[i].receipt_key();
-            fresh
-                .targets
-                .iter()
-                .any(|t| t.key == key && t.state == TargetState::Accepted)
-        })
+    // The receipt holds the targets in request order (the same request: the same hash),
+    // with their keys already computed.
+    let accepted: Vec<(usize, String)> = fresh
+        .targets
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| t.state == TargetState::Accepted && *i < push.targets().len())
+        .map(|(i, t)| (i, t.key.clone()))
         .collect();
     if accepted.is_empty() {
         return (fresh, None);
@@ -492,27 +514,25 @@ async fn deliver(
         return (fresh, Some(Vec::new()));
     }
     let topic = (Some(topic) != s.settings.default_topic.as_deref()).then(|| topic.to_owned());
-    let one = |i: usize| {
-        let t = &push.targets()[i];
+    let one = |(i, key): (usize, String)| {
         let alert = push.alert(i);
         let ctx = Context {
             topic: topic.clone(),
-            receipt: Some((push.request_id().to_owned(), t.receipt_key())),
+            receipt: Some((push.request_id().to_owned(), key.clone())),
             shared: true,
             retake: taken,
         };
         let delivery = s.delivery.clone();
-        let key = t.receipt_key();
         async move { (key, delivery.handle_with(&alert, &ctx).await) }
     };
     let mut done = Vec::with_capacity(accepted.len());
-    if accepted.len() == 1 {
-        done.push(one(accepted[0]).await);
+    if let [only] = accepted.as_slice() {
+        done.push(one(only.clone()).await);
     } else {
         // Every target at once.
         let mut set = tokio::task::JoinSet::new();
-        for &i in &accepted {
-            set.spawn(one(i));
+        for target in accepted {
+            set.spawn(one(target));
         }
         while let Some(d) = set.join_next().await {
             if let Ok(d) = d {

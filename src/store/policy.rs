@@ -128,19 +128,17 @@ impl PolicyStore {
         flap_key: &str,
         now_ms: i64,
     ) -> Result<Admission, StoreError> {
-        self.run(
-            StoreOp::Admit,
-            |r| r.admit(device, collapse_id, flap_key, now_ms),
-            |m| m.admit(device, collapse_id, flap_key, now_ms),
-        )
-        .await
+        self.admit_in(false, device, collapse_id, flap_key, now_ms)
+            .await
     }
 
-    /// [`PolicyStore::admit`] for a front-end whose guarantees need the shared store (signed
-    /// pushes): never decided in this replica's memory while Redis is configured, so a
-    /// degraded replica or a failing Redis is an error, never a per-replica decision.
-    pub async fn admit_shared(
+    /// [`PolicyStore::admit`], or with `shared` for a front-end whose guarantees need the
+    /// shared store (signed pushes): never decided in this replica's memory while Redis is
+    /// configured, so a degraded replica or a failing Redis is an error, never a
+    /// per-replica decision.
+    pub async fn admit_in(
         &self,
+        shared: bool,
         device: &DeviceToken,
         collapse_id: &str,
         flap_key: &str,
@@ -148,7 +146,7 @@ impl PolicyStore {
     ) -> Result<Admission, StoreError> {
         self.run_in(
             StoreOp::Admit,
-            true,
+            shared,
             |r| r.admit(device, collapse_id, flap_key, now_ms),
             |m| m.admit(device, collapse_id, flap_key, now_ms),
         )

@@ -770,14 +770,14 @@ async fn a_shared_admission_never_degrades() {
     let (d, now) = (token(5), T0);
     let a = store
         .policy()
-        .admit_shared(&d, "c1", "f", now)
+        .admit_in(true, &d, "c1", "f", now)
         .await
         .unwrap();
     assert!(matches!(a.decision, Decision::Forward(_)), "{a:?}");
     server.stop();
     assert!(store
         .policy()
-        .admit_shared(&d, "c2", "f", now)
+        .admit_in(true, &d, "c2", "f", now)
         .await
         .is_err());
     assert!(
@@ -787,7 +787,7 @@ async fn a_shared_admission_never_degrades() {
     let v1 = store.policy().admit(&d, "c3", "f", now).await.unwrap();
     assert!(matches!(v1.decision, Decision::Forward(_)), "{v1:?}");
     assert!(matches!(
-        store.policy().admit_shared(&d, "c4", "f", now).await,
+        store.policy().admit_in(true, &d, "c4", "f", now).await,
         Err(super::StoreError::Degraded)
     ));
 }
