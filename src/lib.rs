@@ -54,6 +54,7 @@ pub mod telemetry;
 pub mod v1;
 
 pub(crate) mod admin;
+pub(crate) mod admission;
 pub(crate) mod body;
 pub(crate) mod delivery;
 pub(crate) mod device;

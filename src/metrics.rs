@@ -594,6 +594,7 @@ pub fn trace_export_error() {
 }
 
 /// Tracks in-flight intake requests for as long as the guard lives.
+#[derive(Debug)]
 pub struct InflightGuard(());
 
 impl InflightGuard {

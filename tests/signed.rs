@@ -631,6 +631,103 @@ async fn wrong_methods_answer_405_in_the_envelope() {
     }
 }
 
+/// `/v2` is admitted at the same door as v1, before its body costs anything: the source's
+/// bucket is one for both front-ends (two v1 alerts and one signed push spend a bucket of
+/// three), and once it is empty a signed push, a body that is not even JSON, and a signed
+/// read are all 429 `rate_limited` with the bucket's `Retry-After`; nothing more is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_shares_the_source_bucket_with_v1() {
+    let r = SignedRelay::start(
+        Options::default()
+            .var("RELAY_IP_RATE_CAPACITY", "3")
+            .var("RELAY_IP_RATE_REFILL_PER_S", "0.1"),
+    )
+    .await;
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    for n in 0..2 {
+        let v1 = r.h.post(&envelope(&device(n), &id(n))).await;
+        assert_eq!(v1.status, 202, "{}", v1.body);
+    }
+    let now = Clock::System.now_ms();
+    let first = r
+        .push(&ops.sign(ops.request(&rid(1), &devices(10..11), now)))
+        .await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let second = r
+        .push(&ops.sign(ops.request(&rid(2), &devices(11..12), now)))
+        .await;
+    let v = assert_error(&second, 429, "rate_limited");
+    assert_eq!(second.header("retry-after"), Some("10"), "{v}");
+    let garbage =
+        r.h.request("POST", "/v2/pushes", b"not json".to_vec())
+            .await;
+    assert_error(&garbage, 429, "rate_limited");
+    let read = r.read(&ops, &format!("/v2/pushes/{}", rid(1)), now).await;
+    assert_error(&read, 429, "rate_limited");
+    assert_eq!(sent(&r.h), 3);
+    let v1 = r.h.post(&envelope(&device(3), &id(3))).await;
+    assert_eq!(
+        v1.status, 429,
+        "v1 is refused by the same bucket: {}",
+        v1.body
+    );
+}
+
+/// The in-flight limit is the relay's, not v1's: with `RELAY_MAX_INFLIGHT=2` and APNs slow,
+/// two of six signed pushes at once are taken and four are 503 `unavailable` with
+/// `Retry-After: 1` before their bodies are read; the shed ones, sent again, are new pushes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn v2_is_shed_at_the_relays_in_flight_limit() {
+    let r = std::sync::Arc::new(
+        SignedRelay::start(Options::default().var("RELAY_MAX_INFLIGHT", "2")).await,
+    );
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    r.h.prod.set_delay(Duration::from_millis(800));
+    let now = Clock::System.now_ms();
+    let bodies: Vec<serde_json::Value> = (0..6u32)
+        .map(|n| ops.sign(ops.request(&rid(u64::from(n)), &devices(n..n + 1), now)))
+        .collect();
+    let tasks: Vec<_> = bodies
+        .iter()
+        .cloned()
+        .map(|b| {
+            let addr = r.h.addr();
+            tokio::spawn(async move { post_json(addr, "/v2/pushes", &b).await })
+        })
+        .collect();
+    let mut shed = Vec::new();
+    let mut created = 0;
+    for (n, t) in tasks.into_iter().enumerate() {
+        let resp = t.await.unwrap();
+        match resp.status {
+            201 => created += 1,
+            503 => {
+                let v = assert_error(&resp, 503, "unavailable");
+                assert_eq!(resp.header("retry-after"), Some("1"), "{v}");
+                assert!(
+                    v["error"].get("pushId").is_none(),
+                    "shed before the body: {v}"
+                );
+                shed.push(n);
+            }
+            s => panic!("unexpected {s}: {}", resp.body),
+        }
+    }
+    assert_eq!((created, shed.len()), (2, 4));
+    r.h.prod.set_delay(Duration::ZERO);
+    for n in shed {
+        let again = r.push(&bodies[n]).await;
+        assert_eq!(
+            again.status, 201,
+            "a shed push was never begun: {}",
+            again.body
+        );
+    }
+    assert_eq!(sent(&r.h), 6);
+}
+
 /// Enrolment over the admin API: 201 then 200, strict bodies, the list, revocation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signers_are_enrolled_listed_and_revoked() {

@@ -211,9 +211,11 @@ impl App {
             Delivery::new(cfg.core.clone(), store.clone(), sender, clock)
                 .with_receipts(crate::signed::receipt::state_of),
         );
+        let admission = Arc::new(V1::admission(&cfg.v1));
         let v1 = Arc::new(V1::new(
             cfg.v1.clone(),
             delivery.clone(),
+            admission.clone(),
             cfg.telemetry.replica_name.clone(),
         ));
         let (stop, stop_rx) = watch::channel(false);
@@ -234,6 +236,7 @@ impl App {
             cfg.signed.clone(),
             delivery.clone(),
             signers.clone(),
+            admission.clone(),
         ));
         Ok(Self {
             store,

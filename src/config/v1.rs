@@ -33,7 +33,7 @@ pub(super) fn read(r: &mut Reader<'_>, delivery: &Delivery, core: &Core) -> Sett
     let body_timeout = Duration::from_millis(r.int(&RELAY_BODY_TIMEOUT_MS));
     let ip_capacity = r.int(&RELAY_IP_RATE_CAPACITY) as u32;
     let ip_refill = r.float(&RELAY_IP_RATE_REFILL_PER_S);
-    let trusted_proxies = match crate::v1::clients::parse_trusted(
+    let trusted_proxies = match crate::admission::clients::parse_trusted(
         &r.value(&RELAY_TRUSTED_PROXIES).unwrap_or_default(),
     ) {
         Ok(t) => t,

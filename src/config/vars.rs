@@ -186,9 +186,9 @@ vars! {
     RELAY_TOMBSTONE_TTL_S, Policy, Some("86400"), Int(0, 2_592_000),
         "How long a token APNs rejected for good (`Unregistered`, `ExpiredToken`, `BadDeviceToken` on every environment tried) is answered 410 without calling APNs (0 disables).";
     RELAY_MAX_INFLIGHT, Listen, Some("1024"), Int(1, 1_000_000),
-        "Intake requests processed at once; beyond it requests get 503 `relay overloaded` with `Retry-After`.";
+        "Intake requests (v1 `POST /` and `POST /v2/pushes`) processed at once; beyond it requests get 503 (`relay overloaded`, `/v2`: `unavailable`) with `Retry-After`.";
     RELAY_IP_RATE_CAPACITY, Listen, Some("600"), Int(0, 1_000_000),
-        "Token bucket size per client address (IPv6 grouped by /64); over it requests get 429 `client is rate limited` with `Retry-After`. Past a quarter of it the bucket is shared in Redis. 0 disables. The default lets a daemon's fan-out of 100 devices per alert through untouched.";
+        "Token bucket size per client address (IPv6 grouped by /64); one bucket for v1 and `/v2` (pushes and reads); over it requests get 429 (`client is rate limited`, `/v2`: `rate_limited`) with `Retry-After`. Past a quarter of it the bucket is shared in Redis. 0 disables. The default lets a daemon's fan-out of 100 devices per alert through untouched.";
     RELAY_IP_RATE_REFILL_PER_S, Listen, Some("20"), Float(0.001, 1_000_000.0),
         "Tokens per second the client-address bucket refills.";
     RELAY_TRUSTED_PROXIES, Listen, None, CidrList,

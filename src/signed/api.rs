@@ -1,7 +1,9 @@
 //! `POST /v2/pushes`, `GET /v2/pushes/<id>` and `GET /v2/pushes/<id>/events`.
 //!
-//! A push is accepted in SIGNED.md's order, the first failing check answering: the body's
-//! size (413) and schema (400), the signer (403 unknown or revoked), the signature (401),
+//! A push is accepted in SIGNED.md's order, the first failing check answering, after two
+//! checks at the door that cost nothing per body ([`crate::admission`], shared with v1): the
+//! relay-wide in-flight limit (503 `unavailable`) and the source's bucket (429
+//! `rate_limited`, reads too). Then the body's size (413) and schema (400), the signer (403 unknown or revoked), the signature (401),
 //! the topic binding (403), freshness (422), the request id (409 with another hash; an exact
 //! replay answers 200 with the receipt as it stands and sends nothing), the store (503).
 //! A new push then runs every target through the v1 policy and APNs path concurrently and
@@ -34,6 +36,7 @@ use super::receipt;
 use super::request::{SignedPush, MAX_BODY_BYTES};
 use super::sig::{self, ReadAuthorization};
 use super::signers::{Known, Signers};
+use crate::admission::Admission;
 use crate::body::BodyError;
 use crate::delivery::{Context, Delivery};
 use crate::metrics;
@@ -72,15 +75,23 @@ pub struct Signed {
     settings: Settings,
     delivery: Arc<Delivery>,
     signers: Arc<Signers>,
+    admission: Arc<Admission>,
 }
 
 impl Signed {
-    /// The front-end over the delivery core, with this replica's signer cache.
-    pub fn new(settings: Settings, delivery: Arc<Delivery>, signers: Arc<Signers>) -> Self {
+    /// The front-end over the delivery core, with this replica's signer cache, admitting
+    /// through the relay-wide `admission` (v1's in-flight limit and source buckets).
+    pub(crate) fn new(
+        settings: Settings,
+        delivery: Arc<Delivery>,
+        signers: Arc<Signers>,
+        admission: Arc<Admission>,
+    ) -> Self {
         Self {
             settings,
             delivery,
             signers,
+            admission,
         }
     }
 
@@ -140,6 +151,7 @@ impl Route {
                 Code::TopicNotAllowed,
                 Code::StaleRequest,
                 Code::RequestIdConflict,
+                Code::RateLimited,
                 Code::Unavailable,
             ],
             Route::Receipt => &[Code::Ok, Code::Unauthorized, Code::NotFound],
@@ -272,6 +284,12 @@ fn verified(r: Result<(), sig::SigError>) -> Result<(), ApiError> {
 }
 
 async fn accept(s: &Arc<Signed>, req: Request) -> Result<(Code, Response), ApiError> {
+    // At the door, before the body costs a read, a parse, a signer lookup or a
+    // verification: the relay-wide in-flight limit (503), the source's bucket (429).
+    let _admitted = s.admission.enter()?;
+    let (parts, body) = req.into_parts();
+    s.admission.take(&parts, s.store(), s.now_ms()).await?;
+    let req = Request::from_parts(parts, body);
     let body = crate::body::read(req, MAX_BODY_BYTES, s.settings.body_timeout)
         .await
         .map_err(|e| match e {
@@ -594,12 +612,15 @@ async fn deliver(
 /// The checks of a signed read, in SIGNED.md's order: the header (401 `unauthorized`), the
 /// signer (403), the signature (401 `bad_signature`), freshness (422), the push (404), its
 /// signer (403 `forbidden`).
-async fn authorize_read(
+/// The signer key id a read is signed by, checked: one well-formed `Authorization`, an
+/// active signer, a signature that verifies, a fresh `ts`. Costs no store round trip while
+/// the signer is cached, so an unauthenticated read never reaches the receipt or a
+/// subscription.
+async fn authenticate_read(
     s: &Signed,
     headers: &HeaderMap,
     path_and_query: &str,
-    id: &str,
-) -> Result<Receipt, ApiError> {
+) -> Result<String, ApiError> {
     let mut values = headers.get_all(header::AUTHORIZATION).iter();
     let value = values.next().map(|v| v.as_bytes());
     if values.next().is_some() {
@@ -613,6 +634,13 @@ async fn authorize_read(
     verified(auth.verify(&known.key, "GET", path_and_query))?;
     let now = s.now_ms();
     sig::check_fresh(auth.ts_ms(), now.max(0) as u64).map_err(|_| ApiError::stale("ts"))?;
+    Ok(auth.key_id().to_owned())
+}
+
+/// Push `id`'s receipt, for the signer `key_id` that created it (404 when there is none,
+/// 403 when another signer created it), with abandoned targets settled.
+async fn receipt_for(s: &Signed, key_id: &str, id: &str) -> Result<Receipt, ApiError> {
+    let now = s.now_ms();
     let r = s
         .store()
         .receipts()
@@ -620,10 +648,20 @@ async fn authorize_read(
         .await
         .map_err(|e| unavailable(&e))?
         .ok_or_else(|| ApiError::not_found("no such push").with_push(id))?;
-    if r.signer != auth.key_id() {
+    if r.signer != key_id {
         return Err(ApiError::forbidden("another signer created this push").with_push(id));
     }
     Ok(s.abandonment().settle(s.store(), r, now).await)
+}
+
+/// A read's admission and authentication: the source's bucket (429), then
+/// [`authenticate_read`].
+async fn admit_read(s: &Signed, req: Request) -> Result<(Request, String), ApiError> {
+    let (parts, body) = req.into_parts();
+    s.admission.take(&parts, s.store(), s.now_ms()).await?;
+    let req = Request::from_parts(parts, body);
+    let key_id = authenticate_read(s, req.headers(), &path_and_query(&req)).await?;
+    Ok((req, key_id))
 }
 
 fn path_and_query(req: &Request) -> String {
@@ -634,8 +672,11 @@ fn path_and_query(req: &Request) -> String {
 
 async fn read(State(s): State<Arc<Signed>>, Path(id): Path<String>, req: Request) -> Response {
     let started = Instant::now();
-    let pq = path_and_query(&req);
-    match authorize_read(&s, req.headers(), &pq, &id).await {
+    let read = async {
+        let (_, key_id) = admit_read(&s, req).await?;
+        receipt_for(&s, &key_id, &id).await
+    };
+    match read.await {
         Ok(r) => {
             metrics::receipt_read(ReadKind::Receipt.as_str());
             finish(
@@ -671,26 +712,22 @@ fn resume_point(req: &Request) -> Result<u64, ApiError> {
 
 async fn events(State(s): State<Arc<Signed>>, Path(id): Path<String>, req: Request) -> Response {
     let started = Instant::now();
-    let pq = path_and_query(&req);
-    let after = match resume_point(&req) {
-        Ok(a) => a,
-        Err(e) => return finish(Route::Events, e.code, started, e.into_response()),
+    let opened = async {
+        let (req, key_id) = admit_read(&s, req).await?;
+        let after = resume_point(&req)?;
+        // Authenticated, then subscribed, then read: nothing published in between is
+        // missed, and an unauthenticated caller never costs a subscription.
+        let sub = s
+            .store()
+            .fanout()
+            .subscribe(&s.store().receipts().events_channel(&id))
+            .await
+            .map_err(|e| unavailable(&e))?;
+        let receipt = receipt_for(&s, &key_id, &id).await?;
+        Ok::<_, ApiError>((after, sub, receipt))
     };
-    // Subscribe first, then read: nothing published in between is missed.
-    let sub = match s
-        .store()
-        .fanout()
-        .subscribe(&s.store().receipts().events_channel(&id))
-        .await
-    {
-        Ok(sub) => sub,
-        Err(e) => {
-            let e = unavailable(&e);
-            return finish(Route::Events, e.code, started, e.into_response());
-        }
-    };
-    let receipt = match authorize_read(&s, req.headers(), &pq, &id).await {
-        Ok(r) => r,
+    let (after, sub, receipt) = match opened.await {
+        Ok(o) => o,
         Err(e) => return finish(Route::Events, e.code, started, e.into_response()),
     };
     metrics::receipt_read(ReadKind::Events.as_str());

@@ -39,6 +39,8 @@ pub enum Code {
     RequestIdConflict,
     /// 422: outside the freshness window.
     StaleRequest,
+    /// 429: the request's source is over its bucket.
+    RateLimited,
     /// 503: the shared store cannot answer.
     Unavailable,
 }
@@ -62,6 +64,7 @@ impl Code {
             Code::MethodNotAllowed => "method_not_allowed",
             Code::RequestIdConflict => "request_id_conflict",
             Code::StaleRequest => "stale_request",
+            Code::RateLimited => "rate_limited",
             Code::Unavailable => "unavailable",
         }
     }
@@ -86,6 +89,8 @@ pub struct ApiError {
     pub push_id: Option<String>,
     /// The methods the path takes, for a 405's `Allow`.
     pub allow: Option<&'static str>,
+    /// `Retry-After` of a 429, in seconds (a 503 always says 1).
+    pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
@@ -96,6 +101,7 @@ impl ApiError {
             message: message.into(),
             push_id: None,
             allow: None,
+            retry_after_s: None,
         }
     }
 
@@ -209,6 +215,27 @@ impl ApiError {
         )
     }
 
+    /// 503: the relay is at its in-flight limit (`RELAY_MAX_INFLIGHT`).
+    pub fn overloaded() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Code::Unavailable,
+            "the relay is at its in-flight limit; retry the same request",
+        )
+    }
+
+    /// 429: the request's source is over its bucket; a token is back in `retry_after_s`.
+    pub fn rate_limited(retry_after_s: u64) -> Self {
+        Self {
+            retry_after_s: Some(retry_after_s),
+            ..Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                Code::RateLimited,
+                "this source is over its request rate; retry after Retry-After",
+            )
+        }
+    }
+
     /// The JSON body.
     pub fn body(&self) -> String {
         let mut e = serde_json::json!({"code": self.code.as_str(), "message": self.message});
@@ -246,6 +273,10 @@ impl IntoResponse for ApiError {
             StatusCode::SERVICE_UNAVAILABLE => {
                 h.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
+            StatusCode::TOO_MANY_REQUESTS => {
+                let after = self.retry_after_s.unwrap_or(1);
+                h.insert(header::RETRY_AFTER, HeaderValue::from(after));
+            }
             StatusCode::UNAUTHORIZED => {
                 h.insert(
                     header::WWW_AUTHENTICATE,
@@ -259,6 +290,18 @@ impl IntoResponse for ApiError {
             _ => {}
         }
         resp
+    }
+}
+
+/// A refusal at the door: 503 at the in-flight limit, 429 over the source's bucket.
+impl From<crate::admission::Refused> for ApiError {
+    fn from(r: crate::admission::Refused) -> Self {
+        match r {
+            crate::admission::Refused::Overloaded => ApiError::overloaded(),
+            crate::admission::Refused::RateLimited { retry_after_s } => {
+                ApiError::rate_limited(retry_after_s)
+            }
+        }
     }
 }
 
@@ -297,5 +340,17 @@ mod tests {
             ApiError::unavailable().into_response().headers()["retry-after"],
             "1"
         );
+    }
+
+    #[test]
+    fn refusals_at_the_door_say_when_to_come_back() {
+        let busy = ApiError::overloaded().into_response();
+        assert_eq!(busy.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(busy.headers()["retry-after"], "1");
+        let e = ApiError::rate_limited(7);
+        assert_eq!(e.code.as_str(), "rate_limited");
+        let limited = e.into_response();
+        assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(limited.headers()["retry-after"], "7");
     }
 }

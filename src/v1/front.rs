@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::clients;
+use crate::admission::{clients, Admission};
 use crate::delivery::Delivery;
 
 /// Where unsigned pushes are taken (`RELAY_V1_INTAKE`).
@@ -64,31 +64,38 @@ pub(crate) struct Settings {
 pub(crate) struct V1 {
     pub(super) settings: Settings,
     pub(super) delivery: Arc<Delivery>,
-    pub(super) inflight: tokio::sync::Semaphore,
-    pub(super) clients: Option<clients::ClientLimiter>,
+    pub(super) admission: Arc<Admission>,
     pub(super) replica: String,
 }
 
 impl V1 {
-    /// The front-end over `delivery`; `replica` names this replica in log lines.
-    pub(crate) fn new(settings: Settings, delivery: Arc<Delivery>, replica: String) -> Self {
-        crate::metrics::max_inflight(settings.max_inflight);
-        let inflight = tokio::sync::Semaphore::new(settings.max_inflight);
-        let clients = (settings.client_rate.0 > 0)
-            .then(|| clients::ClientLimiter::new(settings.client_rate.0, settings.client_rate.1));
+    /// The front-end over `delivery`, admitting through `admission`; `replica` names this
+    /// replica in log lines.
+    pub(crate) fn new(
+        settings: Settings,
+        delivery: Arc<Delivery>,
+        admission: Arc<Admission>,
+        replica: String,
+    ) -> Self {
         Self {
             settings,
             delivery,
-            inflight,
-            clients,
+            admission,
             replica,
         }
     }
 
     /// Forgets client buckets that are full again (called periodically).
     pub(crate) fn sweep(&self) {
-        if let Some(l) = &self.clients {
-            l.sweep(self.delivery.clock().now_ms());
-        }
+        self.admission.sweep(self.delivery.clock().now_ms());
+    }
+
+    /// The relay-wide admission these settings ask for (shared with `/v2`).
+    pub(crate) fn admission(settings: &Settings) -> Admission {
+        Admission::new(
+            settings.max_inflight,
+            settings.client_rate,
+            settings.trusted_proxies.clone(),
+        )
     }
 }

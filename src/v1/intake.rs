@@ -18,6 +18,7 @@ use tracing::Instrument;
 use super::answer::{respond, Answer};
 use super::envelope::{self, Alert, MAX_BODY_BYTES};
 use super::front::V1;
+use crate::admission::Refused;
 use crate::body::{self, BodyError};
 
 /// Any method but GET, HEAD and POST on `/`.
@@ -82,34 +83,19 @@ pub(crate) async fn local(v1: &V1, req: Request) -> Response {
 }
 
 async fn handle(v1: &V1, req: Request, public: bool) -> (Answer, Option<Alert>) {
-    let Ok(_permit) = v1.inflight.try_acquire() else {
+    let Ok(_admitted) = v1.admission.enter() else {
         return (Answer::Overloaded, None);
     };
-    let _inflight = crate::metrics::InflightGuard::enter();
-    if let Some(limiter) = v1.clients.as_ref().filter(|_| public) {
-        let peer = req
-            .extensions()
-            .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-            .map_or(super::clients::UNKNOWN, |c| c.0.ip());
-        // X-Forwarded-For matters only from a trusted proxy: read it only then.
-        let client = if v1.settings.trusted_proxies.is_empty() {
-            peer
-        } else {
-            let forwarded_for: Vec<&str> = req
-                .headers()
-                .get_all("x-forwarded-for")
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .collect();
-            super::clients::client_of(peer, &forwarded_for, &v1.settings.trusted_proxies)
-        };
-        if let Err(retry_after_s) = limiter
-            .take(client, v1.delivery.store(), v1.delivery.clock().now_ms())
-            .await
+    let (parts, body) = req.into_parts();
+    if public {
+        let now_ms = v1.delivery.clock().now_ms();
+        if let Err(Refused::RateLimited { retry_after_s }) =
+            v1.admission.take(&parts, v1.delivery.store(), now_ms).await
         {
             return (Answer::ClientRateLimited { retry_after_s }, None);
         }
     }
+    let req = Request::from_parts(parts, body);
     let body = match body::read(req, MAX_BODY_BYTES, v1.settings.body_timeout).await {
         Err(BodyError::TimedOut) => return (Answer::Timeout, None),
         Err(BodyError::TooLarge) => return (Answer::TooLarge, None),
