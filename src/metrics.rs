@@ -115,6 +115,8 @@ families! {
             "Pushes asked for by mailbox writes, by service and outcome (sent ones by the service's answer; skipped ones by why).";
         MAILBOX_SOCKETS_OPEN = "sealrelay_mailbox_sockets_open", gauge,
             "Open mailbox WebSockets on this replica by kind (watch, signal).";
+        MAILBOX_SOCKETS_REFUSED = "sealrelay_mailbox_sockets_refused_total", counter,
+            "Mailbox WebSocket upgrades refused for want of a place, by cap (mailbox: RELAY_MAILBOX_MAX_SOCKETS, 429; replica: RELAY_MAX_SOCKETS, 503).";
         FCM_TOKEN_REFRESHES = "sealrelay_fcm_token_refreshes_total", counter,
             "OAuth2 access tokens fetched for FCM.";
         SIGNAL_FRAMES = "sealrelay_signal_frames_total", counter,
@@ -498,6 +500,8 @@ pub struct MailboxLabels<'a> {
     pub sockets: &'a [&'static str],
     /// Every close code the relay closes a signal socket with.
     pub closes: &'a [&'static str],
+    /// Every cap a socket can be refused by.
+    pub caps: &'a [&'static str],
 }
 
 /// Registers the mailbox series at zero: every route with its usual statuses, every bucket,
@@ -519,6 +523,9 @@ pub fn register_mailbox(l: MailboxLabels<'_>) {
     }
     for kind in l.sockets {
         gauge!(MAILBOX_SOCKETS_OPEN, "kind" => *kind).set(0.0);
+    }
+    for cap in l.caps {
+        counter!(MAILBOX_SOCKETS_REFUSED, "cap" => *cap).absolute(0);
     }
     for relayed in [true, false] {
         counter!(SIGNAL_FRAMES, "result" => frame_result(relayed)).absolute(0);
@@ -586,6 +593,11 @@ impl Drop for SocketGuard {
     fn drop(&mut self) {
         gauge!(MAILBOX_SOCKETS_OPEN, "kind" => self.0).decrement(1.0);
     }
+}
+
+/// A mailbox socket refused by `cap` (`mailbox` or `replica`).
+pub fn socket_refused(cap: &'static str) {
+    counter!(MAILBOX_SOCKETS_REFUSED, "cap" => cap).increment(1);
 }
 
 /// One failed trace export.

@@ -356,7 +356,10 @@ async fn every_bucket_answers_the_specs_429() {
     let h = relay(
         Options::default()
             .clock(clock.clone())
-            .var("RELAY_MAILBOX_MAX_ENVELOPES", "1000"),
+            .var("RELAY_MAILBOX_MAX_ENVELOPES", "1000")
+            // The socket bucket (20) is reached before the per-replica cap of one
+            // mailbox's sockets.
+            .var("RELAY_MAILBOX_MAX_SOCKETS", "32"),
     )
     .await;
     let m = mb(&h, 1);

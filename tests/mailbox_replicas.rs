@@ -238,3 +238,94 @@ async fn a_signal_socket_closes_on_an_erase_whose_message_was_lost() {
         "the socket of an erased mailbox is closed"
     );
 }
+
+/// The shard channels (sharded pub/sub) Redis holds subscriptions for, all replicas
+/// together.
+fn shard_channels(redis: &RedisServer) -> Vec<String> {
+    let mut v: Vec<String> = redis
+        .cli(&["PUBSUB", "SHARDCHANNELS"])
+        .lines()
+        .map(str::to_owned)
+        .filter(|l| !l.is_empty())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Polls until Redis's shard channels are `want` again (releases are sent as the last
+/// socket closes, so they land within a round trip or two).
+async fn shard_channels_return_to(redis: &RedisServer, want: &[String]) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let now = shard_channels(redis);
+        if now == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Redis still holds {} shard channels, {} before: {now:?}",
+            now.len(),
+            want.len()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The caller first: 200 watch and signal upgrades refused (a wrong bearer on a claimed
+/// mailbox: 403; an id nobody claimed: 404; no bearer: 401) leave Redis with exactly the
+/// subscriptions it had, and no place held (a mailbox whose places were tried 100 times
+/// still opens its sockets). And subscriptions are counted per channel: 100 watches opened
+/// on 100 mailboxes, then closed, hand every subscription back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_and_closed_sockets_leave_no_subscription() {
+    let redis = RedisServer::start();
+    let (h, _other) = two(&redis.url()).await;
+    let owned = Mb::new(h.addr(), "chat", &mailbox_id(80), &bearer(80));
+    assert_eq!(owned.claim().await, 201);
+    // Settle what the replicas subscribe to for themselves (revocations and the like).
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = shard_channels(&redis);
+
+    for n in 0..50u32 {
+        let stranger = owned.with_bearer(&bearer(1000 + n));
+        for rest in ["/p2c/watch", "/signal/primary"] {
+            let (status, _) = refused(stranger.socket(rest, true).await.unwrap_err());
+            assert_eq!(status, 403, "{rest}");
+        }
+        let unclaimed = Mb::new(h.addr(), "chat", &mailbox_id(2000 + n), &bearer(2000 + n));
+        for rest in ["/c2p/watch", "/signal/companion"] {
+            let (status, _) = refused(unclaimed.socket(rest, true).await.unwrap_err());
+            assert_eq!(status, 404, "{rest}");
+        }
+    }
+    assert_eq!(
+        shard_channels(&redis),
+        before,
+        "a refused upgrade subscribed to something"
+    );
+    // No place was kept by the refusals: the owner's sockets open.
+    let mut w = owned.watch("p2c").await;
+    assert_eq!(owned.put("p2c", 1, b"a").await.status, 201);
+    assert_eq!(next_text(&mut w, WAIT).await.as_deref(), Some("seq 1"));
+    drop(w);
+    shard_channels_return_to(&redis, &before).await;
+
+    let mut mailboxes = Vec::new();
+    for n in 0..100u32 {
+        let m = Mb::new(h.addr(), "chat", &mailbox_id(3000 + n), &bearer(3000 + n));
+        assert_eq!(m.claim().await, 201);
+        mailboxes.push(m);
+    }
+    let mut watches = Vec::new();
+    for m in &mailboxes {
+        watches.push(m.watch("c2p").await);
+    }
+    let open = shard_channels(&redis);
+    assert_eq!(open.len(), before.len() + 100, "one channel per mailbox");
+    for mut w in watches {
+        w.close(None).await.unwrap();
+        // Read to the end so the close completes both ways.
+        while let Some(Ok(_)) = w.next().await {}
+    }
+    shard_channels_return_to(&redis, &before).await;
+}

@@ -173,6 +173,7 @@ pub fn register_metrics() {
             outcomes: &push::PushOutcome::ALL.map(push::PushOutcome::as_str),
             sockets: &socket::Kind::ALL.map(socket::Kind::as_str),
             closes: &signal::Close::ALL.map(signal::Close::as_str),
+            caps: &socket::Full::ALL.map(socket::Full::as_str),
         });
     }
     crate::metrics::register_front_ends(

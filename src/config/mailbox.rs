@@ -2,7 +2,7 @@
 
 use super::reader::Reader;
 use super::vars::*;
-use crate::mailbox::{App, Settings};
+use crate::mailbox::{App, Settings, Sockets};
 use crate::store::mailbox::Limits;
 
 /// An app name: 1 to 32 of `[a-z0-9-]`, starting with a letter.
@@ -88,6 +88,12 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
     let idle_ms = r.int(&RELAY_MAILBOX_IDLE_S) as i64 * 1000;
     let max_envelope_bytes = r.int(&RELAY_MAILBOX_MAX_ENVELOPE_BYTES) as usize;
     let max_envelopes = r.int(&RELAY_MAILBOX_MAX_ENVELOPES) as usize;
+    let sockets = Sockets {
+        per_mailbox: r.int(&RELAY_MAILBOX_MAX_SOCKETS) as usize,
+        per_replica: r.int(&RELAY_MAX_SOCKETS) as usize,
+        ping: std::time::Duration::from_secs(r.int(&RELAY_SOCKET_PING_S)),
+        signal_buffer_bytes: r.int(&RELAY_SIGNAL_BUFFER_BYTES) as usize,
+    };
     Settings {
         apps,
         limits: Limits {
@@ -95,6 +101,7 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
             max_envelopes,
         },
         max_envelope_bytes,
+        sockets,
     }
 }
 

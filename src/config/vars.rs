@@ -265,6 +265,14 @@ vars! {
         "Largest envelope stored, in bytes; larger PUTs answer 413.";
     RELAY_MAILBOX_MAX_ENVELOPES, Mailbox, Some("1000"), Int(1, 100_000),
         "Envelopes one direction holds at most; beyond it PUT answers 507.";
+    RELAY_MAILBOX_MAX_SOCKETS, Mailbox, Some("16"), Int(1, 1024),
+        "Watch and signal sockets of one mailbox open at once on one replica; one more is answered 429 `rate_limited` with `Retry-After: 1`.";
+    RELAY_MAX_SOCKETS, Mailbox, Some("20000"), Int(1, 1_000_000),
+        "WebSockets (watch and signal) open at once on one replica; one more is answered 503 `unavailable` with `Retry-After: 1`.";
+    RELAY_SOCKET_PING_S, Mailbox, Some("30"), Int(1, 300),
+        "Seconds between the WebSocket Pings the relay sends on every watch and signal socket; a socket from which nothing (no frame, no Pong) arrived for twice this is closed with 1001.";
+    RELAY_SIGNAL_BUFFER_BYTES, Mailbox, Some("1048576"), Int(65_536, 67_108_864),
+        "Bytes of frames a signal socket may have waiting to be sent to its client; a receiver over it (one that stopped reading) is closed with 1008.";
     FCM_SERVICE_ACCOUNT_FILE, Mailbox, None, Path,
         "The FCM service account's JSON key file: loads the FCM push module. Exclusive with `FCM_SERVICE_ACCOUNT`.";
     FCM_SERVICE_ACCOUNT, Mailbox, None, Secret,

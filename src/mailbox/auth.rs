@@ -62,7 +62,12 @@ pub fn from_headers(headers: &HeaderMap) -> Option<Bearer> {
     if values.next().is_some() {
         return None;
     }
-    let token = value.to_str().ok()?.strip_prefix("Bearer ")?.trim();
+    // The scheme is case-insensitive (RFC 7235, 2.1): `bearer` and `BEARER` are `Bearer`.
+    let (scheme, token) = value.to_str().ok()?.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = token.trim();
     is_bearer(token).then(|| Bearer::new(token))
 }
 
@@ -119,13 +124,17 @@ mod tests {
         )]))
         .unwrap();
         assert_eq!(b.hash().len(), 64);
+        for scheme in ["bearer", "BEARER", "bEaReR"] {
+            let h = headers(&[(header::AUTHORIZATION, &format!("{scheme} {TOKEN}"))]);
+            assert_eq!(from_headers(&h).unwrap().hash(), b.hash(), "{scheme}");
+        }
         assert!(!format!("{b:?}").contains(TOKEN));
         for bad in [
             "",
             "Bearer",
             "Bearer short",
             "Basic abc",
-            &format!("bearer {TOKEN}"),
+            &format!("Bearers {TOKEN}"),
             &format!("Bearer {TOKEN} x"),
         ] {
             assert!(

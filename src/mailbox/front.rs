@@ -35,6 +35,22 @@ pub struct Settings {
     pub limits: Limits,
     /// The largest envelope, bytes.
     pub max_envelope_bytes: usize,
+    /// What bounds a socket.
+    pub sockets: Sockets,
+}
+
+/// What bounds the watch and signal sockets.
+#[derive(Debug, Clone, Copy)]
+pub struct Sockets {
+    /// Sockets of one mailbox open at once on this replica (`RELAY_MAILBOX_MAX_SOCKETS`).
+    pub per_mailbox: usize,
+    /// Sockets open at once on this replica (`RELAY_MAX_SOCKETS`).
+    pub per_replica: usize,
+    /// How often a socket is pinged; silent for twice this, it is closed with 1001
+    /// (`RELAY_SOCKET_PING_S`).
+    pub ping: std::time::Duration,
+    /// Frame bytes a signal receiver may have waiting (`RELAY_SIGNAL_BUFFER_BYTES`).
+    pub signal_buffer_bytes: usize,
 }
 
 /// The mailbox front-end.
@@ -45,6 +61,7 @@ pub struct Mailboxes {
     pub(super) modules: push::Modules,
     pub(super) ice: Option<ice::Ice>,
     pub(super) stop: stop_watch::Receiver<bool>,
+    pub(super) places: Arc<super::socket::Places>,
 }
 
 impl std::fmt::Debug for Mailboxes {
@@ -67,7 +84,10 @@ impl Mailboxes {
         ice: Option<ice::Ice>,
         stop: stop_watch::Receiver<bool>,
     ) -> Self {
+        let places =
+            super::socket::Places::new(settings.sockets.per_mailbox, settings.sockets.per_replica);
         Self {
+            places,
             settings,
             store,
             clock,

@@ -41,7 +41,7 @@ pub mod signal;
 pub mod socket;
 pub mod watch;
 
-pub use front::{App, Mailboxes, Settings};
+pub use front::{App, Mailboxes, Settings, Sockets};
 
 /// The mailbox routes: everything under `/v1/`.
 pub fn routes(m: std::sync::Arc<Mailboxes>) -> axum::Router {

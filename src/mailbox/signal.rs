@@ -15,7 +15,11 @@
 //! set far above it, so the relay can send the close frame), a second socket for the same
 //! side replaces the first (4000 `replaced`), erasing the mailbox closes both (1000), a side
 //! over its frame bucket (400, 50 per second, kept per side in the store across
-//! reconnects) is closed with 1008, and the relay stopping closes with 1001.
+//! reconnects) is closed with 1008, and the relay stopping closes with 1001. Frames to a
+//! client wait in the socket's own [`Outbox`], written by a task of its own: a side whose
+//! client stops reading is closed with 1008 once `RELAY_SIGNAL_BUFFER_BYTES` wait for it,
+//! and neither its sender nor the fan-out behind it ever waits on it. A side silent (no
+//! frame, no Pong to the relay's Pings) for two `RELAY_SOCKET_PING_S` is closed with 1001.
 //!
 //! The two sides may be on different replicas: presence, replacement and frames travel on
 //! the mailbox's signal channel of the fan-out (sharded pub/sub on the mailbox's hash tag),
@@ -38,7 +42,7 @@ use super::auth::Bearer;
 use super::error::MailboxError;
 use super::front::Mailboxes;
 use super::path::{self, Target};
-use super::socket::accept;
+use super::socket::{accept, Liveness, Outbox, Queued};
 use crate::metrics;
 use crate::policy::gcra_take;
 use crate::store::fanout::{Channel, Subscription};
@@ -50,7 +54,7 @@ pub const MAX_FRAME: usize = 64 * 1024;
 /// [`MAX_FRAME`], so a larger frame is read whole and answered with 1009.
 const READ_LIMIT: usize = 1024 * 1024;
 /// Whether a read failed because the message was over [`READ_LIMIT`].
-fn over_read_limit(e: &axum::Error) -> bool {
+pub(super) fn over_read_limit(e: &axum::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(s) = source {
         if let Some(tungstenite::Error::Capacity(_)) = s.downcast_ref::<tungstenite::Error>() {
@@ -262,15 +266,17 @@ fn socket_id() -> [u8; 16] {
     id
 }
 
-/// The signal upgrade. Round trips: the two fan-out subscriptions (the mailbox's channel
-/// for `erase`, its signal channel) and one script (bearer, bucket, the side's frame
-/// bucket); one more when the socket closes (the frame bucket handed back).
+/// The signal upgrade. Round trips: one script (bearer, bucket, the side's frame bucket),
+/// then, for a caller the store admitted, the two fan-out subscriptions (the mailbox's
+/// channel for `erase`, its signal channel); one more when the socket closes (the frame
+/// bucket handed back).
 pub async fn upgrade(
     State(m): State<Arc<Mailboxes>>,
     target: Target<path::Signal>,
     req: Request,
 ) -> Result<Response, MailboxError> {
     let (name, path::Signal(side)) = (target.name, target.place);
+    let a = accept(&m, &name, req, READ_LIMIT, Op::SignalOpen { side }).await?;
     let channel = m.store.mailboxes().signal_channel(&name);
     let signals = m
         .store
@@ -278,13 +284,12 @@ pub async fn upgrade(
         .subscribe(&channel)
         .await
         .map_err(|_| MailboxError::Unavailable)?;
-    let (upgrade, answer, bearer, events) =
-        accept(&m, &name, req, READ_LIMIT, Op::SignalOpen { side }).await?;
-    let tat = match answer {
+    let tat = match a.answer {
         Answer::Frames(t) => t,
         _ => 0,
     };
-    Ok(upgrade.on_upgrade(move |socket| async move {
+    let (bearer, place, events) = (a.bearer, a.place, a.events);
+    Ok(a.upgrade.on_upgrade(move |socket| async move {
         let s = Session {
             m,
             name,
@@ -297,6 +302,7 @@ pub async fn upgrade(
             peer: None,
         };
         s.serve(socket, events, signals).await;
+        drop(place);
     }))
 }
 
@@ -332,24 +338,35 @@ impl Session {
             .await;
     }
 
-    async fn text(socket: &mut WebSocket, t: &'static str) -> bool {
-        socket.send(Message::Text(t.into())).await.is_ok()
+    fn text(out: &Outbox, t: &'static str) -> bool {
+        out.send(Message::Text(t.into())) == Queued::Yes
     }
 
     async fn serve(
         mut self,
-        mut socket: WebSocket,
+        socket: WebSocket,
         mut events: Subscription,
         mut signals: Subscription,
     ) {
+        use futures_util::StreamExt;
         let _open = metrics::SocketGuard::open(super::socket::Kind::Signal.as_str());
+        let (sink, mut stream) = socket.split();
+        let out = Outbox::new(sink, self.m.settings.sockets.signal_buffer_bytes);
         self.publish(Note::Hello {
             side: self.side,
             id: self.id,
             opened_us: self.opened_us,
         })
         .await;
-        let end = self.run(&mut socket, &mut events, &mut signals).await;
+        let end = self.run(&out, &mut stream, &mut events, &mut signals).await;
+        // The close frame (if any) goes out first, within one ping interval: a client that
+        // does not read does not hold the connection longer.
+        let frame = match end {
+            End::Closed(c) => Some((c.code(), c.reason())),
+            End::Left => None,
+        };
+        out.close(frame, self.m.settings.sockets.ping).await;
+        drop(stream);
         if let End::Closed(close) = end {
             metrics::signal_close(close.as_str());
             if close != Close::Replaced {
@@ -376,10 +393,12 @@ impl Session {
 
     async fn run(
         &mut self,
-        socket: &mut WebSocket,
+        out: &Outbox,
+        socket: &mut futures_util::stream::SplitStream<WebSocket>,
         events: &mut Subscription,
         signals: &mut Subscription,
     ) -> End {
+        use futures_util::StreamExt;
         let mut stop = self.m.stop.clone();
         let mut resyncs = self.m.store.fanout().resyncs();
         // Only reconnects from now on count.
@@ -388,19 +407,19 @@ impl Session {
         let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + BEAT, BEAT);
         let mut check = tokio::time::interval_at(tokio::time::Instant::now() + CHECK, CHECK);
         let (capacity, emission) = Bucket::Frames(self.side).rate();
+        let mut live = Liveness::new(self.m.settings.sockets.ping);
+        let mut pings = live.pings();
         loop {
             tokio::select! {
-                msg = socket.recv() => match msg {
+                msg = socket.next() => { live.heard(); match msg {
                     Some(Ok(Message::Binary(data))) => {
                         if data.len() > MAX_FRAME {
-                            Close::TooBig.send(socket).await;
                             return End::Closed(Close::TooBig);
                         }
                         match gcra_take(self.tat_us, now_us(), emission, capacity) {
                             Ok(t) => self.tat_us = t,
                             Err(_) => {
                                 metrics::mailbox_rate_limited(Bucket::Frames(self.side).label());
-                                Close::Policy.send(socket).await;
                                 return End::Closed(Close::Policy);
                             }
                         }
@@ -412,48 +431,49 @@ impl Session {
                         }
                     }
                     Some(Ok(Message::Text(t))) if t.as_str() == "ping" => {
-                        if !Self::text(socket, "pong").await {
+                        if !Self::text(out, "pong") {
                             return End::Left;
                         }
                     }
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                     Some(Ok(Message::Text(_))) => {
-                        Close::Unsupported.send(socket).await;
                         return End::Closed(Close::Unsupported);
                     }
                     Some(Ok(Message::Close(_))) | None => return End::Left,
                     // A message over READ_LIMIT: tungstenite stopped reading it, and the
                     // close frame can still be written. Anything else broke the connection.
                     Some(Err(e)) if over_read_limit(&e) => {
-                        Close::TooBig.send(socket).await;
                         return End::Closed(Close::TooBig);
                     }
                     Some(Err(_)) => return End::Left,
+                }},
+                _ = pings.tick() => {
+                    if out.send(Message::Ping(Bytes::new())) == Queued::Gone {
+                        return End::Left;
+                    }
                 },
+                // Nothing from the client for two ping intervals: a half-open socket.
+                _ = tokio::time::sleep_until(live.deadline()) => return End::Closed(Close::GoingAway),
                 note = signals.recv() => {
                     let Some(note) = note else {
-                        Close::GoingAway.send(socket).await;
                         return End::Closed(Close::GoingAway);
                     };
-                    if let Some(end) = self.on_note(socket, &note).await {
+                    if let Some(end) = self.on_note(out, &note).await {
                         return end;
                     }
                 },
                 ev = events.recv() => match ev {
                     Some(ev) if MailboxEvent::receive(&ev) == Some(MailboxEvent::Erased) => {
-                        Close::Normal.send(socket).await;
                         return End::Closed(Close::Normal);
                     }
                     // An erase may be among the messages this socket fell behind on.
                     Some(_) if events.take_lagged() => {
                         if let Some(close) = self.still_there(&mut stop).await {
-                            close.send(socket).await;
                             return End::Closed(close);
                         }
                     }
                     Some(_) => {}
                     None => {
-                        Close::GoingAway.send(socket).await;
                         return End::Closed(Close::GoingAway);
                     }
                 },
@@ -462,7 +482,6 @@ impl Session {
                     if r.is_err() {
                         resyncing = false;
                     } else if let Some(close) = self.still_there(&mut stop).await {
-                        close.send(socket).await;
                         return End::Closed(close);
                     }
                 },
@@ -472,13 +491,12 @@ impl Session {
                 _ = check.tick() => {
                     if self.peer.is_some_and(|(_, seen)| seen.elapsed() > PEER_TIMEOUT) {
                         self.peer = None;
-                        if !Self::text(socket, "peer 0").await {
+                        if !Self::text(out, "peer 0") {
                             return End::Left;
                         }
                     }
                 },
                 _ = stop.changed() => {
-                    Close::GoingAway.send(socket).await;
                     return End::Closed(Close::GoingAway);
                 }
             }
@@ -513,7 +531,7 @@ impl Session {
     }
 
     /// Acts on one note of the signal channel; `Some` when the session ends.
-    async fn on_note(&mut self, socket: &mut WebSocket, raw: &Bytes) -> Option<End> {
+    async fn on_note(&mut self, out: &Outbox, raw: &Bytes) -> Option<End> {
         let note = Note::decode(raw)?;
         let other = self.side.other();
         match note {
@@ -526,7 +544,6 @@ impl Session {
                 && id != self.id
                 && (opened_us, id) > (self.opened_us, self.id) =>
             {
-                Close::Replaced.send(socket).await;
                 return Some(End::Closed(Close::Replaced));
             }
             Note::Hello { side, id, .. } if side == other => {
@@ -535,14 +552,14 @@ impl Session {
                     id: self.id,
                 })
                 .await;
-                return self.seen(socket, id).await;
+                return self.seen(out, id).await;
             }
             Note::Here { side, id } | Note::Beat { side, id } if side == other => {
-                return self.seen(socket, id).await;
+                return self.seen(out, id).await;
             }
             Note::Bye { side, id } if side == other && self.peer.is_some_and(|(p, _)| p == id) => {
                 self.peer = None;
-                if !Self::text(socket, "peer 0").await {
+                if !Self::text(out, "peer 0") {
                     return Some(End::Left);
                 }
             }
@@ -556,11 +573,15 @@ impl Session {
                     (now_us() - sent_us).max(0) as u64
                 ));
                 // A frame from a socket not yet seen is the peer too.
-                if let Some(end) = self.seen(socket, id).await {
+                if let Some(end) = self.seen(out, id).await {
                     return Some(end);
                 }
-                if socket.send(Message::Binary(data)).await.is_err() {
-                    return Some(End::Left);
+                match out.send(Message::Binary(data)) {
+                    Queued::Yes => {}
+                    // This side stopped reading: it alone is closed, the sender and the
+                    // other sockets go on.
+                    Queued::Full => return Some(End::Closed(Close::Policy)),
+                    Queued::Gone => return Some(End::Left),
                 }
             }
             _ => {}
@@ -569,10 +590,10 @@ impl Session {
     }
 
     /// The other side's socket `id` is there: `peer 1` if it is new.
-    async fn seen(&mut self, socket: &mut WebSocket, id: [u8; 16]) -> Option<End> {
+    async fn seen(&mut self, out: &Outbox, id: [u8; 16]) -> Option<End> {
         let fresh = self.peer.is_none_or(|(p, _)| p != id);
         self.peer = Some((id, Instant::now()));
-        if fresh && !Self::text(socket, "peer 1").await {
+        if fresh && !Self::text(out, "peer 1") {
             return Some(End::Left);
         }
         None

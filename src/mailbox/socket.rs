@@ -1,8 +1,8 @@
-//! The checks of a mailbox socket's upgrade, shared by [`super::watch`] and
-//! [`super::signal`]: the bearer (header or `zerobyte.bearer.<token>` subprotocol, 401), the
-//! upgrade itself (400), the mailbox's fan-out channel subscribed before the store's check
-//! (so nothing published in between is missed; 503), then the store's check of the bearer
-//! and the sockets' bucket; subprotocol `zerobyte.v1` is selected.
+//! What a mailbox socket may hold, shared by [`super::watch`] and [`super::signal`]: the
+//! checks of its upgrade, caller first ([`accept`]), its place on the replica ([`Places`])
+//! and its liveness ([`Liveness`]).
+
+use std::sync::Arc;
 
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{FromRequestParts, Request};
@@ -36,11 +36,23 @@ impl Kind {
 }
 
 /// A checked upgrade: the upgrade ready to take, the store's answer, the bearer, the
-/// subscription to the mailbox's channel.
-pub(super) type Accepted = (WebSocketUpgrade, Answer, Bearer, Subscription);
+/// socket's place on this replica, the subscription to the mailbox's channel.
+pub(super) struct Accepted {
+    pub(super) upgrade: WebSocketUpgrade,
+    pub(super) answer: Answer,
+    pub(super) bearer: Bearer,
+    pub(super) place: Place,
+    pub(super) events: Subscription,
+}
 
-/// The checks, in order; the store's check and bucket are `op`'s. The upgrade, ready to
+/// The checks, in order: the bearer's form (401), the upgrade (400), a place on this
+/// replica (503) and in the mailbox (429), the store's check of the bearer and `op`'s
+/// bucket (404, 403, 429), and only then the mailbox's fan-out channel (503). A refused
+/// caller leaves nothing behind: no subscription, no place, no task. The upgrade, ready to
 /// take, reads messages of at most `max_message` bytes.
+///
+/// Nothing is lost between the store's check and the subscription: the client hears the
+/// 101 only after both, and what was stored before it is in the list it reads next.
 pub(super) async fn accept(
     m: &Mailboxes,
     name: &Name,
@@ -53,16 +65,326 @@ pub(super) async fn accept(
     let upgrade = WebSocketUpgrade::from_request_parts(&mut parts, &())
         .await
         .map_err(|_| MailboxError::BadRequest)?;
-    let sub = m
+    let place = m.places.take(name)?;
+    let answer = m.run(name, &bearer, &op).await?;
+    let events = m
         .store
         .fanout()
         .subscribe(&m.store.mailboxes().channel(name))
         .await
         .map_err(|_| MailboxError::Unavailable)?;
-    let answer = m.run(name, &bearer, &op).await?;
     let upgrade = upgrade
         .protocols([auth::SUBPROTOCOL])
         .max_message_size(max_message)
         .max_frame_size(max_message);
-    Ok((upgrade, answer, bearer, sub))
+    Ok(Accepted {
+        upgrade,
+        answer,
+        bearer,
+        place,
+        events,
+    })
+}
+
+/// Why a socket found no place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// `RELAY_MAILBOX_MAX_SOCKETS` of its mailbox are open on this replica: 429.
+    Mailbox,
+    /// `RELAY_MAX_SOCKETS` are open on this replica: 503.
+    Replica,
+}
+
+impl Full {
+    /// Both.
+    pub const ALL: [Full; 2] = [Full::Mailbox, Full::Replica];
+
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Full::Mailbox => "mailbox",
+            Full::Replica => "replica",
+        }
+    }
+}
+
+/// The places for sockets on this replica: at most `per_mailbox` of one mailbox and `total`
+/// in all. A [`Place`] is held for a socket's life and given back when it drops.
+#[derive(Debug)]
+pub(crate) struct Places {
+    per_mailbox: usize,
+    total: usize,
+    taken: std::sync::Mutex<Taken>,
+}
+
+#[derive(Debug, Default)]
+struct Taken {
+    total: usize,
+    by_mailbox: std::collections::HashMap<String, usize>,
+}
+
+impl Places {
+    /// `per_mailbox` sockets per mailbox, `total` in all.
+    pub(crate) fn new(per_mailbox: usize, total: usize) -> Arc<Self> {
+        Arc::new(Self {
+            per_mailbox,
+            total,
+            taken: Default::default(),
+        })
+    }
+
+    /// A place for a socket of `name`; 503 when the replica is full, 429 (`Retry-After: 1`)
+    /// when the mailbox is.
+    pub(crate) fn take(self: &Arc<Self>, name: &Name) -> Result<Place, MailboxError> {
+        let mut t = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+        if t.total >= self.total {
+            crate::metrics::socket_refused(Full::Replica.as_str());
+            return Err(MailboxError::Unavailable);
+        }
+        let n = t.by_mailbox.entry(name.as_str().to_owned()).or_insert(0);
+        if *n >= self.per_mailbox {
+            crate::metrics::socket_refused(Full::Mailbox.as_str());
+            return Err(MailboxError::RateLimited(1));
+        }
+        *n += 1;
+        t.total += 1;
+        Ok(Place {
+            places: self.clone(),
+            name: name.as_str().to_owned(),
+        })
+    }
+}
+
+/// One socket's place, given back on drop.
+#[derive(Debug)]
+pub(crate) struct Place {
+    places: Arc<Places>,
+    name: String,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut t = self.places.taken.lock().unwrap_or_else(|p| p.into_inner());
+        t.total -= 1;
+        if let Some(n) = t.by_mailbox.get_mut(&self.name) {
+            *n -= 1;
+            if *n == 0 {
+                t.by_mailbox.remove(&self.name);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_per_mailbox_and_per_replica_are_given_back_on_drop() {
+        let places = Places::new(2, 3);
+        let (a, b) = (Name::of("app", "a"), Name::of("app", "b"));
+        let a1 = places.take(&a).unwrap();
+        let a2 = places.take(&a).unwrap();
+        assert_eq!(places.take(&a).unwrap_err(), MailboxError::RateLimited(1));
+        let b1 = places.take(&b).unwrap();
+        assert_eq!(places.take(&b).unwrap_err(), MailboxError::Unavailable);
+        assert_eq!(places.taken.lock().unwrap().total, 3);
+        drop(a1);
+        let b2 = places.take(&b).unwrap();
+        drop((a2, b1, b2));
+        assert_eq!(places.taken.lock().unwrap().total, 0);
+        assert!(places.taken.lock().unwrap().by_mailbox.is_empty());
+    }
+}
+
+/// A socket's liveness: it is pinged every `every`, and is dead once nothing at all (no
+/// frame, no Pong) has arrived from its client for twice that.
+#[derive(Debug)]
+pub(super) struct Liveness {
+    every: std::time::Duration,
+    heard: tokio::time::Instant,
+}
+
+impl Liveness {
+    /// Heard from just now.
+    pub(super) fn new(every: std::time::Duration) -> Self {
+        Self {
+            every,
+            heard: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Something arrived from the client.
+    pub(super) fn heard(&mut self) {
+        self.heard = tokio::time::Instant::now();
+    }
+
+    /// The instants of the pings, the first one interval from now.
+    pub(super) fn pings(&self) -> tokio::time::Interval {
+        let mut i = tokio::time::interval_at(tokio::time::Instant::now() + self.every, self.every);
+        i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        i
+    }
+
+    /// When the socket is dead unless something arrives first.
+    pub(super) fn deadline(&self) -> tokio::time::Instant {
+        self.heard + self.every * 2
+    }
+
+    /// How long one write to the client may take before the socket is given up.
+    pub(super) fn write_timeout(&self) -> std::time::Duration {
+        self.every
+    }
+}
+
+/// What became of a message handed to an [`Outbox`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Queued {
+    /// On its way.
+    Yes,
+    /// Refused: the client's unsent messages would exceed the outbox's bound (a client that
+    /// stopped reading). The socket is to be closed with 1008.
+    Full,
+    /// The connection is gone.
+    Gone,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    messages: std::collections::VecDeque<axum::extract::ws::Message>,
+    bytes: usize,
+    /// No more messages are taken; the writer ends once the queue is sent.
+    finished: bool,
+    /// The writer stopped (the connection broke).
+    gone: bool,
+}
+
+#[derive(Debug)]
+struct Shared {
+    pending: std::sync::Mutex<Pending>,
+    wake: tokio::sync::Notify,
+    limit: usize,
+}
+
+/// A socket's way out: messages queue here and a writer task of its own sends them, so a
+/// client that stops reading never stalls the socket's loop (or the fan-out behind it), and
+/// what waits for such a client is bounded in bytes, not messages.
+#[derive(Debug)]
+pub(super) struct Outbox {
+    shared: Arc<Shared>,
+    writer: tokio::task::JoinHandle<()>,
+}
+
+fn message_len(m: &axum::extract::ws::Message) -> usize {
+    use axum::extract::ws::Message;
+    match m {
+        Message::Text(t) => t.len(),
+        Message::Binary(b) | Message::Ping(b) | Message::Pong(b) => b.len(),
+        Message::Close(_) => 2,
+    }
+}
+
+impl Outbox {
+    /// Starts the writer over `sink`; at most `limit` bytes of binary frames wait for it.
+    pub(super) fn new(
+        mut sink: futures_util::stream::SplitSink<
+            axum::extract::ws::WebSocket,
+            axum::extract::ws::Message,
+        >,
+        limit: usize,
+    ) -> Self {
+        use futures_util::SinkExt;
+        let shared = Arc::new(Shared {
+            pending: Default::default(),
+            wake: tokio::sync::Notify::new(),
+            limit,
+        });
+        let writer = {
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                loop {
+                    let next = {
+                        let mut p = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+                        match p.messages.pop_front() {
+                            Some(m) => Some(m),
+                            None if p.finished => return,
+                            None => None,
+                        }
+                    };
+                    let Some(m) = next else {
+                        shared.wake.notified().await;
+                        continue;
+                    };
+                    let (len, closing) = (
+                        message_len(&m),
+                        matches!(m, axum::extract::ws::Message::Close(_)),
+                    );
+                    if sink.send(m).await.is_err() || closing {
+                        let mut p = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+                        p.gone = true;
+                        p.messages.clear();
+                        p.bytes = 0;
+                        return;
+                    }
+                    let mut p = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
+                    p.bytes = p.bytes.saturating_sub(len);
+                }
+            })
+        };
+        Self { shared, writer }
+    }
+
+    /// Queues `m`. Binary frames count against the bound; control and text messages (a few
+    /// bytes, sent by the relay itself) always queue.
+    pub(super) fn send(&self, m: axum::extract::ws::Message) -> Queued {
+        let len = message_len(&m);
+        let mut p = self
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if p.gone || p.finished {
+            return Queued::Gone;
+        }
+        if matches!(m, axum::extract::ws::Message::Binary(_)) && p.bytes + len > self.shared.limit {
+            return Queued::Full;
+        }
+        p.bytes += len;
+        p.messages.push_back(m);
+        drop(p);
+        self.shared.wake.notify_one();
+        Queued::Yes
+    }
+
+    /// Ends the socket: what is queued is dropped, the close frame `code`/`reason` (if any)
+    /// goes next, and the writer has `within` to deliver it before the connection is cut.
+    pub(super) async fn close(
+        self,
+        frame: Option<(u16, &'static str)>,
+        within: std::time::Duration,
+    ) {
+        {
+            let mut p = self
+                .shared
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            p.messages.clear();
+            p.bytes = 0;
+            if let Some((code, reason)) = frame {
+                p.messages.push_back(axum::extract::ws::Message::Close(Some(
+                    axum::extract::ws::CloseFrame {
+                        code,
+                        reason: reason.into(),
+                    },
+                )));
+            }
+            p.finished = true;
+        }
+        self.shared.wake.notify_one();
+        let mut writer = self.writer;
+        if tokio::time::timeout(within, &mut writer).await.is_err() {
+            writer.abort();
+        }
+    }
 }

@@ -1,15 +1,18 @@
 //! `GET .../<dir>/watch`: a WebSocket that tells the reader of `<dir>` when an envelope
 //! was stored there by any replica.
 //!
-//! The upgrade: the bearer (header or `zerobyte.bearer.<token>` subprotocol, never echoed;
-//! 401), the mailbox's fan-out channel subscribed (so nothing stored after the check is
-//! missed), then one store round trip that checks the bearer (404, 403) and takes a token
-//! of the sockets' bucket (429); subprotocol `zerobyte.v1` is selected.
+//! The upgrade ([`super::socket::accept`]): the bearer (header or `zerobyte.bearer.<token>`
+//! subprotocol, never echoed; 401), a place (503 for the replica, 429 for the mailbox),
+//! one store round trip that checks the bearer (404, 403) and takes a token of the sockets'
+//! bucket (429), and only then the mailbox's fan-out channel; subprotocol `zerobyte.v1` is
+//! selected.
 //!
 //! On the socket: text `seq <n>` for each envelope stored on `<dir>`; `pong` for a `ping`,
 //! which also marks the reader as in the foreground for 45 s on every replica (written to
 //! the store at most once a second per socket); any other text or a binary frame closes
-//! with 1003; an erase of the mailbox closes with 1000; the relay stopping closes with 1001.
+//! with 1003 (with a close frame, whatever its length); an erase of the mailbox closes with
+//! 1000; the relay stopping closes with 1001, and so does a client from which nothing (no
+//! message, no Pong to the relay's Pings every `RELAY_SOCKET_PING_S`) came for two intervals.
 //! After the fan-out lost messages (a Redis reconnect), the socket reads the direction's
 //! highest seq and sends it if it is new, trying again until the store answers; after 10 s
 //! without an answer it closes with 1011 (the client reconnects and lists). A socket that
@@ -27,7 +30,7 @@ use super::error::MailboxError;
 use super::front::Mailboxes;
 use super::path::{self, Target};
 use super::signal::Close;
-use super::socket::accept;
+use super::socket::{accept, Liveness};
 use crate::store::fanout::Subscription;
 use crate::store::mailbox::{Answer, Dir, MailboxEvent, Name, Op};
 
@@ -92,8 +95,12 @@ async fn sent(found: Resync, socket: &mut WebSocket, last_sent: &mut u64) -> boo
     }
 }
 
-/// The largest message a watch reads (clients send only `ping`).
+/// The longest text message a watch takes (clients send only `ping`); a longer one closes
+/// with 1003.
 const MAX_MESSAGE: usize = 4096;
+/// What tungstenite reads before it gives up on a message: above [`MAX_MESSAGE`], so a
+/// longer message is read and answered with a close frame rather than a dropped connection.
+const READ_LIMIT: usize = 64 * 1024;
 /// How often a socket writes its foreground mark at most.
 const PING_WRITE_EVERY: Duration = Duration::from_secs(1);
 
@@ -104,8 +111,12 @@ pub async fn upgrade(
     req: Request,
 ) -> Result<Response, MailboxError> {
     let (name, path::Watch(dir)) = (target.name, target.place);
-    let (upgrade, _, bearer, sub) = accept(&m, &name, req, MAX_MESSAGE, Op::Socket).await?;
-    Ok(upgrade.on_upgrade(move |socket| serve(m, name, dir, bearer, sub, socket)))
+    let a = accept(&m, &name, req, READ_LIMIT, Op::Socket).await?;
+    let (bearer, place, sub) = (a.bearer, a.place, a.events);
+    Ok(a.upgrade.on_upgrade(move |socket| async move {
+        serve(m, name, dir, bearer, sub, socket).await;
+        drop(place);
+    }))
 }
 
 async fn serve(
@@ -124,9 +135,11 @@ async fn serve(
     let mut resyncing = true;
     let mut last_sent = 0u64;
     let mut last_ping_write: Option<Instant> = None;
+    let mut live = Liveness::new(m.settings.sockets.ping);
+    let mut pings = live.pings();
     loop {
         tokio::select! {
-            msg = socket.recv() => match msg {
+            msg = socket.recv() => { live.heard(); match msg {
                 Some(Ok(Message::Text(t))) if t.as_str() == "ping" => {
                     if socket.send(Message::Text("pong".into())).await.is_err() {
                         return;
@@ -139,11 +152,32 @@ async fn serve(
                     }
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                // Anything but `ping`, of any length up to the read limit, is 1003.
+                Some(Ok(Message::Text(t))) if t.len() > MAX_MESSAGE => {
+                    Close::Unsupported.send(&mut socket).await;
+                    return;
+                }
                 Some(Ok(Message::Text(_) | Message::Binary(_))) => {
                     Close::Unsupported.send(&mut socket).await;
                     return;
                 }
+                // Longer than even the read limit: still a message the watch does not take.
+                Some(Err(e)) if super::signal::over_read_limit(&e) => {
+                    Close::Unsupported.send(&mut socket).await;
+                    return;
+                }
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+            }},
+            _ = pings.tick() => {
+                let ping = socket.send(Message::Ping(bytes::Bytes::new()));
+                if !matches!(tokio::time::timeout(live.write_timeout(), ping).await, Ok(Ok(()))) {
+                    return;
+                }
+            },
+            _ = tokio::time::sleep_until(live.deadline()) => {
+                // Nothing from the client for two ping intervals: a half-open socket.
+                let _ = tokio::time::timeout(live.write_timeout(), Close::GoingAway.send(&mut socket)).await;
+                return;
             },
             note = sub.recv() => match note {
                 None => {

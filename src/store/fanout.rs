@@ -122,6 +122,17 @@ impl Hub {
         }
     }
 
+    /// Forgets `channel` if nobody listens to it any more; true when it was forgotten (its
+    /// Redis subscription is then dropped too).
+    pub(crate) fn release(&self, channel: &Channel) -> bool {
+        let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        if map.get(channel).is_some_and(|tx| tx.receiver_count() == 0) {
+            map.remove(channel);
+            return true;
+        }
+        false
+    }
+
     /// Forgets channels nobody listens to any more; returns them.
     pub(crate) fn prune(&self) -> Vec<Channel> {
         let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
@@ -230,17 +241,30 @@ impl Fanout {
     }
 
     /// Subscribes to `channel`; messages published from now on arrive on the returned
-    /// [`Subscription`] (on Redis, once the server has confirmed the subscription).
+    /// [`Subscription`] (on Redis, once the server has confirmed the subscription). The
+    /// replica's subscription to the channel is counted: when the last local
+    /// [`Subscription`] of a channel is dropped (or this call fails and it was the only
+    /// one), the Redis subscription is dropped at once.
     pub async fn subscribe(&self, channel: &Channel) -> Result<Subscription, StoreError> {
         let (rx, first) = self.hub.join(channel);
+        let sub = Subscription {
+            rx: Some(rx),
+            lagged: false,
+            release: self.transport.as_ref().map(|t| Release {
+                hub: self.hub.clone(),
+                transport: t.clone(),
+                channel: channel.clone(),
+            }),
+        };
         if let Some(t) = &self.transport {
             // Also when not the first: an earlier first subscriber's call may still be in
-            // flight, and subscribing twice is harmless.
+            // flight, and subscribing twice is harmless. On failure `sub` is dropped, which
+            // releases the channel again if nobody else holds it.
             StoreOp::FanoutSubscribe
                 .timed(t.subscribe(channel, first))
                 .await?;
         }
-        Ok(Subscription { rx, lagged: false })
+        Ok(sub)
     }
 
     /// A counter that grows every time messages may have been lost (the subscriber
@@ -268,9 +292,41 @@ impl Fanout {
 /// One subscriber's stream of messages.
 #[derive(Debug)]
 pub struct Subscription {
-    rx: broadcast::Receiver<Bytes>,
+    /// `None` only while being dropped.
+    rx: Option<broadcast::Receiver<Bytes>>,
     /// Messages were lost since [`Subscription::take_lagged`] was last asked.
     lagged: bool,
+    /// What dropping the last subscriber of the channel must undo (across replicas only).
+    release: Option<Release>,
+}
+
+/// The channel a [`Subscription`] holds on a transport, released with the last one.
+#[derive(Debug)]
+struct Release {
+    hub: Arc<Hub>,
+    transport: Arc<dyn Transport>,
+    channel: Channel,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        drop(self.rx.take());
+        let Some(r) = self.release.take() else {
+            return;
+        };
+        if !r.hub.release(&r.channel) {
+            return;
+        }
+        // The last local subscriber is gone: drop the replica's subscription now rather
+        // than at the next prune. Outside a runtime (at exit) the prune is moot.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                r.transport
+                    .unsubscribe(std::slice::from_ref(&r.channel), &r.hub)
+                    .await;
+            });
+        }
+    }
 }
 
 impl Subscription {
@@ -283,8 +339,9 @@ impl Subscription {
     /// The next message; `None` when the fan-out is gone. Messages lost because this
     /// subscriber fell behind are counted and skipped.
     pub async fn recv(&mut self) -> Option<Bytes> {
+        let rx = self.rx.as_mut()?;
         loop {
-            match self.rx.recv().await {
+            match rx.recv().await {
                 Ok(m) => {
                     let Some((sent_ms, payload)) = unframe(&m) else {
                         continue;

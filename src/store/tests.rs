@@ -806,6 +806,8 @@ async fn two_fanouts(url: &str) -> (super::fanout::Fanout, super::fanout::Fanout
 
 async fn fanout_between_replicas(url: &str, channels: &[super::fanout::Channel]) {
     let (a, b) = two_fanouts(url).await;
+    // Held to the end: a channel is released with its last subscriber.
+    let mut held = Vec::new();
     for c in channels {
         let mut sub = tokio::time::timeout(Duration::from_secs(10), async {
             loop {
@@ -828,8 +830,11 @@ async fn fanout_between_replicas(url: &str, channels: &[super::fanout::Channel])
             .await
             .unwrap();
         assert_eq!(got.as_deref(), Some(&b"hello"[..]));
+        held.push((sub, other));
     }
     assert_eq!(b.channels(), channels.len());
+    drop(held);
+    assert_eq!(b.channels(), 0, "released with the last subscriber");
 }
 
 /// A message published on one replica reaches subscribers on another: sharded channels

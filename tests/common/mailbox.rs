@@ -228,3 +228,66 @@ pub async fn send_binary(ws: &mut Ws, b: Vec<u8>) {
 pub fn code(c: CloseCode) -> u16 {
     u16::from(c)
 }
+
+/// A client that opens a socket and then neither reads nor writes: a half-open mobile
+/// socket. Raw TCP, so nothing answers the relay's Pings.
+pub struct SilentClient(tokio::net::TcpStream);
+
+impl SilentClient {
+    /// Upgrades `rest` of `m` (bearer in the header) and reads only the 101.
+    pub async fn open(m: &Mb, rest: &str) -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(m.addr).await.unwrap();
+        let req = format!(
+            "GET {} HTTP/1.1\r\nhost: x\r\nupgrade: websocket\r\nconnection: upgrade\r\n\
+             sec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+             sec-websocket-protocol: zerobyte.v1\r\nauthorization: Bearer {}\r\n\r\n",
+            m.path(rest),
+            m.bearer
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(
+                s.read(&mut b).await.unwrap(),
+                1,
+                "connection closed in the 101"
+            );
+            head.push(b[0]);
+        }
+        let head = String::from_utf8_lossy(&head);
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        Self(s)
+    }
+
+    /// Reads everything the relay sent until it closed the connection (or `wait` passed):
+    /// the opcodes of the frames and the close code, if a close frame came.
+    pub async fn frames_until_closed(mut self, wait: Duration) -> (Vec<u8>, Option<u16>) {
+        use tokio::io::AsyncReadExt;
+        let mut all = Vec::new();
+        let _ = tokio::time::timeout(wait, self.0.read_to_end(&mut all)).await;
+        let (mut opcodes, mut code, mut at) = (Vec::new(), None, 0);
+        while at + 10 <= all.len() || (at + 2 <= all.len() && all[at + 1] & 0x7f < 126) {
+            let opcode = all[at] & 0x0f;
+            let mut len = usize::from(all[at + 1] & 0x7f);
+            at += 2;
+            if len == 126 {
+                len = usize::from(u16::from_be_bytes([all[at], all[at + 1]]));
+                at += 2;
+            } else if len == 127 {
+                len = u64::from_be_bytes(all[at..at + 8].try_into().unwrap()) as usize;
+                at += 8;
+            }
+            if at + len > all.len() {
+                break;
+            }
+            if opcode == 8 && len >= 2 {
+                code = Some(u16::from_be_bytes([all[at], all[at + 1]]));
+            }
+            opcodes.push(opcode);
+            at += len;
+        }
+        (opcodes, code)
+    }
+}

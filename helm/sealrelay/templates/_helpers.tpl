@@ -352,6 +352,10 @@ container reads with envFrom. Values from .Values.env are applied last and win.
   "RELAY_MAILBOX_IDLE_S" $v.mailbox.idleSeconds
   "RELAY_MAILBOX_MAX_ENVELOPE_BYTES" $v.mailbox.maxEnvelopeBytes
   "RELAY_MAILBOX_MAX_ENVELOPES" $v.mailbox.maxEnvelopes
+  "RELAY_MAILBOX_MAX_SOCKETS" $v.mailbox.maxSocketsPerMailbox
+  "RELAY_MAX_SOCKETS" $v.mailbox.maxSockets
+  "RELAY_SOCKET_PING_S" $v.mailbox.socketPingSeconds
+  "RELAY_SIGNAL_BUFFER_BYTES" $v.mailbox.signalBufferBytes
   "FCM_URL" $v.fcm.url
   "RELAY_ICE_TTL_S" $v.ice.ttlSeconds
   "RELAY_ICE_STUN_URLS" $v.ice.stunUrls

@@ -23,11 +23,43 @@ use crate::store::fanout::{Channel, Fanout, Hub, Transport};
 pub struct RedisFanout {
     publisher: Pool,
     subscriber: SubscriberClient,
-    /// Serializes subscribe, unsubscribe and resubscribe calls, so pruning an idle channel
-    /// cannot undo a subscription a new local subscriber just asked for, and no two of
-    /// them are in flight at once on the subscriber connection (fred matches their replies
-    /// in order; overlapping ones could confirm a subscription the server has not made yet).
-    ops: Arc<tokio::sync::Mutex<()>>,
+    /// Held shared by subscribe and unsubscribe calls and exclusively by the resubscription
+    /// after a reconnect, so no channel's call overlaps the resubscription of them all.
+    ops: Arc<tokio::sync::RwLock<()>>,
+    /// One lock per channel with a call in flight: subscribing and releasing one channel
+    /// are serialized, so releasing an idle channel cannot undo a subscription a new local
+    /// subscriber just asked for, while a SUBSCRIBE that stalls (a paused Cluster node)
+    /// holds only the upgrades of its own channel.
+    channels: ChannelLocks,
+}
+
+/// Per-channel locks, forgotten once no call holds them.
+#[derive(Debug, Default)]
+struct ChannelLocks(
+    std::sync::Mutex<std::collections::HashMap<Channel, Arc<tokio::sync::Mutex<()>>>>,
+);
+
+impl ChannelLocks {
+    /// Runs `f` holding `channel`'s lock.
+    async fn with<T>(&self, channel: &Channel, f: impl std::future::Future<Output = T>) -> T {
+        let lock = self
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(channel.clone())
+            .or_default()
+            .clone();
+        let out = {
+            let _g = lock.lock().await;
+            f.await
+        };
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        // Two references: the map's and ours; nobody else waits on it.
+        if Arc::strong_count(&lock) == 2 {
+            map.remove(channel);
+        }
+        out
+    }
 }
 
 impl std::fmt::Debug for RedisFanout {
@@ -38,6 +70,9 @@ impl std::fmt::Debug for RedisFanout {
 
 /// Messages from Redis the subscriber connection may be ahead of the hub by.
 const SUBSCRIBER_BUFFER: usize = 4096;
+/// How long a command on the subscriber connection may take: a SUBSCRIBE that does not
+/// answer fails its upgrade (503) instead of holding it.
+const SUBSCRIBER_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl RedisFanout {
     /// Connects the subscriber (in the background, retried like the pool) and returns the
@@ -53,7 +88,10 @@ impl RedisFanout {
             })
             // Messages wait here between the connection task and the hub: fred's default of
             // 32 lost bursts of signal frames.
-            .with_performance_config(|p| p.broadcast_channel_capacity = SUBSCRIBER_BUFFER)
+            .with_performance_config(|p| {
+                p.broadcast_channel_capacity = SUBSCRIBER_BUFFER;
+                p.default_command_timeout = SUBSCRIBER_TIMEOUT;
+            })
             .set_policy(ReconnectPolicy::new_exponential(0, 100, 5_000, 2))
             .build_subscriber_client()
             .map_err(|e| anyhow::anyhow!("Redis subscriber: {}", e.details()))?;
@@ -62,7 +100,7 @@ impl RedisFanout {
         let hub: Arc<Hub> = Arc::default();
         let (resync_tx, resync_rx) = watch::channel(0u64);
         let resync_tx = Arc::new(resync_tx);
-        let ops = Arc::new(tokio::sync::Mutex::new(()));
+        let ops = Arc::new(tokio::sync::RwLock::new(()));
 
         // Messages from Redis to the local subscribers of their channel.
         {
@@ -119,7 +157,7 @@ impl RedisFanout {
                     let mut pause = Duration::from_millis(100);
                     loop {
                         let r = {
-                            let _g = ops.lock().await;
+                            let _g = ops.write().await;
                             resubscribe(&subscriber).await
                         };
                         match r {
@@ -141,6 +179,7 @@ impl RedisFanout {
                 publisher,
                 subscriber,
                 ops,
+                channels: ChannelLocks::default(),
             }),
             resync_rx,
         ))
@@ -218,19 +257,23 @@ impl Transport for RedisFanout {
         if tracked && !first {
             return Ok(());
         }
-        let _g = self.ops.lock().await;
-        if channel.is_sharded() {
-            self.subscriber
-                .ssubscribe(channel.name())
-                .await
-                .map_err(err)
-        } else {
-            self.subscriber
-                .subscribe(channel.name())
-                .await
-                .map_err(err)?;
-            confirm(&self.subscriber).await.map_err(err)
-        }
+        let _g = self.ops.read().await;
+        self.channels
+            .with(channel, async {
+                if channel.is_sharded() {
+                    self.subscriber
+                        .ssubscribe(channel.name())
+                        .await
+                        .map_err(err)
+                } else {
+                    self.subscriber
+                        .subscribe(channel.name())
+                        .await
+                        .map_err(err)?;
+                    confirm(&self.subscriber).await.map_err(err)
+                }
+            })
+            .await
     }
 
     /// Unsubscribes from channels nobody on this replica listens to any more (unless a new
@@ -239,19 +282,23 @@ impl Transport for RedisFanout {
         if idle.is_empty() {
             return;
         }
-        let _g = self.ops.lock().await;
+        let _g = self.ops.read().await;
         for c in idle {
-            if hub.has(c) {
-                continue;
-            }
-            let r = if c.is_sharded() {
-                self.subscriber.sunsubscribe(c.name()).await
-            } else {
-                self.subscriber.unsubscribe(c.name()).await
-            };
-            if let Err(e) = r {
-                tracing::debug!(error = %e, "unsubscribing an idle fan-out channel failed");
-            }
+            self.channels
+                .with(c, async {
+                    if hub.has(c) {
+                        return;
+                    }
+                    let r = if c.is_sharded() {
+                        self.subscriber.sunsubscribe(c.name()).await
+                    } else {
+                        self.subscriber.unsubscribe(c.name()).await
+                    };
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "unsubscribing an idle fan-out channel failed");
+                    }
+                })
+                .await;
         }
     }
 }
