@@ -142,10 +142,12 @@ impl SignedStorePart {
             owner: &owner,
             lease_ms: LEASE_MS,
         };
+        let by = push.signer_key_id().to_owned();
         let begun = crate::signed::api::begin_receipt(
             &self.store,
             push,
             topic,
+            &by,
             &claim,
             now_ms,
             self.ttl_ms,

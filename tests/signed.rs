@@ -965,3 +965,57 @@ async fn post_json(addr: std::net::SocketAddr, path: &str, body: &serde_json::Va
     )
     .await
 }
+
+/// Reads are the key's, not the key id's: after an update enrols `ops` again with another
+/// key, a read signed by the new key gets 403 `forbidden` for the receipt made under the
+/// old one (which still shows `signerKeyId` as sent), its event stream too, and the new
+/// key reads its own pushes; the admin API still reads every receipt. Also on Redis, where
+/// the receipt is kept by a script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_are_authorised_by_the_key_the_push_was_made_under() {
+    let redis = RedisServer::start();
+    for on_redis in [false, true] {
+        let opts = if on_redis {
+            Options::default().var("REDIS_URL", &redis.url())
+        } else {
+            Options::default()
+        };
+        let r = SignedRelay::start(opts).await;
+        let old = Signer::new("ops");
+        r.enroll(&old, &[TOPIC]).await;
+        let now = Clock::System.now_ms();
+        let made = r.push(&old.sign(old.request(&rid(1), &devices(0..1), now))).await;
+        assert_eq!(made.status, 201, "{}", made.body);
+        assert_eq!(made.json()["signerKeyId"], "ed25519:ops");
+        let path = format!("/v2/pushes/{}", rid(1));
+        assert_eq!(r.read(&old, &path, now).await.status, 200);
+
+        let new = Signer::new("ops");
+        r.enroll(&new, &[TOPIC]).await;
+        // The signer cache takes the new key within a second.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let refused = loop {
+            let resp = r.read(&new, &path, Clock::System.now_ms()).await;
+            if resp.status != 401 || std::time::Instant::now() > deadline {
+                break resp;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_error(&refused, 403, "forbidden");
+        let events = r
+            .read(&new, &format!("{path}/events"), Clock::System.now_ms())
+            .await;
+        assert_error(&events, 403, "forbidden");
+        let now = Clock::System.now_ms();
+        let mine = r.push(&new.sign(new.request(&rid(2), &devices(1..2), now))).await;
+        assert_eq!(mine.status, 201, "{}", mine.body);
+        let own = r.read(&new, &format!("/v2/pushes/{}", rid(2)), now).await;
+        assert_eq!(own.status, 200, "{}", own.body);
+        assert_eq!(own.json()["signerKeyId"], "ed25519:ops");
+        let (status, v) = r
+            .admin_call("GET", &format!("/admin/v1/pushes/{}", rid(1)), None)
+            .await;
+        assert_eq!((status, &v["signerKeyId"]), (200, &json!("ed25519:ops")), "{v}");
+        redis.cli(&["FLUSHALL"]);
+    }
+}

@@ -318,8 +318,11 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<(Code, Response), ApiEr
     sig::check_fresh(push.issued_at_ms(), now.max(0) as u64)
         .map_err(|_| with_id(ApiError::stale("issuedAtMs")))?;
     let owner = receipts::owner_token();
+    // The receipt records the key the push was verified under, not only its id: a key id
+    // enrolled again with another key reads none of the old key's receipts.
+    let by = receipt::recorded_signer(push.signer_key_id(), &known.key);
     let began = Instant::now();
-    let begun = match s.begin(&push, &topic, &owner, now).await {
+    let begun = match s.begin(&push, &topic, &owner, &by, now).await {
         Ok(b) => b,
         Err(e) => {
             // A reply that did not arrive is not a command that did not run: Redis may yet
@@ -327,7 +330,7 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<(Code, Response), ApiEr
             // keeps the push and settles it in the background, so the client's retry (a
             // replay) finds it delivered or being delivered, never abandoned.
             let answer = with_id(unavailable(&e));
-            s.resolve_later(push, topic, owner, Vec::new());
+            s.resolve_later(push, topic, owner, by, Vec::new());
             return Err(answer);
         }
     };
@@ -361,7 +364,7 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<(Code, Response), ApiEr
     let r = tokio::spawn(async move {
         let (r, left) = deliver(&s2, &push, &topic, fresh, began, taken).await;
         if let Some(unrecorded) = left {
-            s2.resolve_later(push, topic, owner, unrecorded);
+            s2.resolve_later(push, topic, owner, by, unrecorded);
         }
         r
     })
@@ -378,6 +381,7 @@ impl Signed {
         push: &SignedPush,
         topic: &str,
         owner: &str,
+        by: &str,
         now_ms: i64,
     ) -> Result<Begun, StoreError> {
         let claim = Claim {
@@ -388,6 +392,7 @@ impl Signed {
             self.store(),
             push,
             topic,
+            by,
             &claim,
             now_ms,
             self.settings.receipt_ttl_ms,
@@ -406,12 +411,13 @@ impl Signed {
         push: SignedPush,
         topic: String,
         owner: String,
+        by: String,
         unrecorded: Vec<Update>,
     ) {
         metrics::signed_resolution(Resolution::Started.as_str());
         let s = self.clone();
         tokio::spawn(async move {
-            let result = s.resolve(&push, &topic, &owner, unrecorded).await;
+            let result = s.resolve(&push, &topic, &owner, &by, unrecorded).await;
             metrics::signed_resolution(result.as_str());
         });
     }
@@ -421,6 +427,7 @@ impl Signed {
         push: &SignedPush,
         topic: &str,
         owner: &str,
+        by: &str,
         mut unrecorded: Vec<Update>,
     ) -> Resolution {
         let give_up = Instant::now() + Duration::from_secs(crate::policy::STALENESS_S);
@@ -454,7 +461,7 @@ impl Signed {
                 }
             }
             let began = Instant::now();
-            let r = match self.begin(push, topic, owner, now).await {
+            let r = match self.begin(push, topic, owner, by, now).await {
                 Err(_) => continue,
                 Ok(Begun::New(r))
                 | Ok(Begun::Replay {
@@ -476,11 +483,13 @@ impl Signed {
 
 /// Creates `push`'s receipt on `store` with `claim` bidding for its lease, or finds the one
 /// its id has: the one store call that begins a signed push (the benchmark's store part
-/// makes the same call).
+/// makes the same call). `by` is the signer as the receipt records it
+/// ([`receipt::recorded_signer`]).
 pub(crate) async fn begin_receipt(
     store: &Store,
     push: &SignedPush,
     topic: &str,
+    by: &str,
     claim: &Claim<'_>,
     now_ms: i64,
     ttl_ms: i64,
@@ -491,7 +500,7 @@ pub(crate) async fn begin_receipt(
         .begin(
             push.request_id(),
             push.canonical_hash(),
-            push.signer_key_id(),
+            by,
             topic,
             &targets,
             claim,
@@ -612,7 +621,8 @@ async fn deliver(
 /// The checks of a signed read, in SIGNED.md's order: the header (401 `unauthorized`), the
 /// signer (403), the signature (401 `bad_signature`), freshness (422), the push (404), its
 /// signer (403 `forbidden`).
-/// The signer key id a read is signed by, checked: one well-formed `Authorization`, an
+/// The signer a read is signed by (its key id and key, as receipts record them), checked:
+/// one well-formed `Authorization`, an
 /// active signer, a signature that verifies, a fresh `ts`. Costs no store round trip while
 /// the signer is cached, so an unauthenticated read never reaches the receipt or a
 /// subscription.
@@ -634,12 +644,13 @@ async fn authenticate_read(
     verified(auth.verify(&known.key, "GET", path_and_query))?;
     let now = s.now_ms();
     sig::check_fresh(auth.ts_ms(), now.max(0) as u64).map_err(|_| ApiError::stale("ts"))?;
-    Ok(auth.key_id().to_owned())
+    Ok(receipt::recorded_signer(auth.key_id(), &known.key))
 }
 
-/// Push `id`'s receipt, for the signer `key_id` that created it (404 when there is none,
-/// 403 when another signer created it), with abandoned targets settled.
-async fn receipt_for(s: &Signed, key_id: &str, id: &str) -> Result<Receipt, ApiError> {
+/// Push `id`'s receipt, for the signer `by` (as [`receipt::recorded_signer`] writes it) that
+/// created it (404 when there is none, 403 when another signer, or the same key id under
+/// another key, created it), with abandoned targets settled.
+async fn receipt_for(s: &Signed, by: &str, id: &str) -> Result<Receipt, ApiError> {
     let now = s.now_ms();
     let r = s
         .store()
@@ -648,7 +659,7 @@ async fn receipt_for(s: &Signed, key_id: &str, id: &str) -> Result<Receipt, ApiE
         .await
         .map_err(|e| unavailable(&e))?
         .ok_or_else(|| ApiError::not_found("no such push").with_push(id))?;
-    if r.signer != key_id {
+    if !receipt::same_signer(&r.signer, by) {
         return Err(ApiError::forbidden("another signer created this push").with_push(id));
     }
     Ok(s.abandonment().settle(s.store(), r, now).await)

@@ -164,7 +164,7 @@ pub fn render(r: &Receipt) -> Value {
         "schemaVersion": "2",
         "pushId": r.push_id,
         "canonicalHash": r.hash,
-        "signerKeyId": r.signer,
+        "signerKeyId": key_id_of(&r.signer),
         "topic": r.topic,
         "state": if r.settled { "settled" } else { "pending" },
         "createdAtMs": r.created_ms,
@@ -305,5 +305,45 @@ mod tests {
                 "events"
             ]
         );
+    }
+}
+
+/// The signer as a receipt records it: the key id and, after `#`, the first 16 hex of the
+/// SHA-256 of the public key the push was verified under (key ids never hold `#`). A key id
+/// enrolled again with another key is another signer to the receipts made before.
+pub(crate) fn recorded_signer(key_id: &str, key: &super::sig::PublicKey) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, key.as_bytes());
+    format!("{key_id}#{}", &crate::device::hex(d.as_ref())[..16])
+}
+
+/// The key id of a recorded signer.
+pub(crate) fn key_id_of(recorded: &str) -> &str {
+    recorded.split_once('#').map_or(recorded, |(id, _)| id)
+}
+
+/// Whether the receipt's recorded signer is `by`. A receipt written before keys were
+/// recorded holds the key id alone, and is matched by key id.
+pub(crate) fn same_signer(recorded: &str, by: &str) -> bool {
+    recorded == by || (!recorded.contains('#') && recorded == key_id_of(by))
+}
+
+#[cfg(test)]
+mod signer_tests {
+    use super::*;
+
+    #[test]
+    fn a_signer_is_its_key_id_and_its_key() {
+        use super::super::sig::PrivateKey;
+        let k1 = PrivateKey::generate().unwrap().public_key();
+        let k2 = PrivateKey::generate().unwrap().public_key();
+        let a = recorded_signer("ed25519:ops", &k1);
+        let b = recorded_signer("ed25519:ops", &k2);
+        assert_ne!(a, b);
+        assert_eq!(key_id_of(&a), "ed25519:ops");
+        assert!(same_signer(&a, &a));
+        assert!(!same_signer(&a, &b), "the same id under another key");
+        assert!(!same_signer(&recorded_signer("ed25519:dev", &k1), &a));
+        assert!(same_signer("ed25519:ops", &b), "a receipt from before keys were recorded");
+        assert!(!same_signer("ed25519:dev", &b));
     }
 }
