@@ -984,7 +984,9 @@ async fn reads_are_authorised_by_the_key_the_push_was_made_under() {
         let old = Signer::new("ops");
         r.enroll(&old, &[TOPIC]).await;
         let now = Clock::System.now_ms();
-        let made = r.push(&old.sign(old.request(&rid(1), &devices(0..1), now))).await;
+        let made = r
+            .push(&old.sign(old.request(&rid(1), &devices(0..1), now)))
+            .await;
         assert_eq!(made.status, 201, "{}", made.body);
         assert_eq!(made.json()["signerKeyId"], "ed25519:ops");
         let path = format!("/v2/pushes/{}", rid(1));
@@ -1007,7 +1009,9 @@ async fn reads_are_authorised_by_the_key_the_push_was_made_under() {
             .await;
         assert_error(&events, 403, "forbidden");
         let now = Clock::System.now_ms();
-        let mine = r.push(&new.sign(new.request(&rid(2), &devices(1..2), now))).await;
+        let mine = r
+            .push(&new.sign(new.request(&rid(2), &devices(1..2), now)))
+            .await;
         assert_eq!(mine.status, 201, "{}", mine.body);
         let own = r.read(&new, &format!("/v2/pushes/{}", rid(2)), now).await;
         assert_eq!(own.status, 200, "{}", own.body);
@@ -1015,7 +1019,11 @@ async fn reads_are_authorised_by_the_key_the_push_was_made_under() {
         let (status, v) = r
             .admin_call("GET", &format!("/admin/v1/pushes/{}", rid(1)), None)
             .await;
-        assert_eq!((status, &v["signerKeyId"]), (200, &json!("ed25519:ops")), "{v}");
+        assert_eq!(
+            (status, &v["signerKeyId"]),
+            (200, &json!("ed25519:ops")),
+            "{v}"
+        );
         redis.cli(&["FLUSHALL"]);
     }
 }

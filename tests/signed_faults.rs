@@ -294,3 +294,94 @@ async fn a_queued_targets_failed_report_is_retried() {
     assert_eq!(read["targets"][hash16(&d)]["state"], "delivered", "{read}");
     assert_eq!(r.h.prod.delivered(), 1);
 }
+
+fn resolutions(metrics: &str, result: &str) -> u64 {
+    let prefix = format!("sealrelay_signed_resolutions_total{{result=\"{result}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Background settlements are bounded: with `RELAY_SIGNED_MAX_SETTLEMENTS=1`, four pushes
+/// whose receipt begins time out during one Redis stall (`CLIENT PAUSE`) all answer 503;
+/// the replica settles one in the background and leaves the others to their clients'
+/// replays (counted `left`); a replay of a left push, once its lease lapsed, takes it over
+/// and it is delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_settlements_are_capped_and_the_rest_left_to_replays() {
+    let redis = RedisServer::start();
+    let r = std::sync::Arc::new(
+        SignedRelay::start(
+            Options::default()
+                .var("REDIS_URL", &redis.url())
+                .var("RELAY_REDIS_TIMEOUT_MS", "150")
+                .var("RELAY_RETRY_LEASE_MS", "2000")
+                .var("APNS_REQUEST_TIMEOUT_MS", "900")
+                .var("RELAY_SIGNED_MAX_SETTLEMENTS", "1"),
+        )
+        .await,
+    );
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    let mut n = 1u64;
+    let bodies = loop {
+        assert!(n < 60, "the stall never hit the receipts' creation");
+        // Warm the signer cache so the stalled calls are the receipts'.
+        let warm = ops.sign(ops.request(&rid(n), &[device(n as u32)], Clock::System.now_ms()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !matches!(r.push(&warm).await.status, 200 | 201) {
+            assert!(
+                Instant::now() < deadline,
+                "the warm-up push never went through"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let now = Clock::System.now_ms();
+        let bodies: Vec<Value> = (1..=4)
+            .map(|k| ops.sign(ops.request(&rid(n + k), &[device((n + k) as u32)], now)))
+            .collect();
+        let before = r.h.admin("/metrics").await.body;
+        redis.cli(&["CLIENT", "PAUSE", "800", "WRITE"]);
+        let tasks: Vec<_> = bodies
+            .iter()
+            .cloned()
+            .map(|b| {
+                let r = r.clone();
+                tokio::spawn(async move { r.push(&b).await })
+            })
+            .collect();
+        let mut statuses = Vec::new();
+        for t in tasks {
+            statuses.push(t.await.unwrap().status);
+        }
+        let after = r.h.admin("/metrics").await.body;
+        let started = resolutions(&after, "started") - resolutions(&before, "started");
+        let left = resolutions(&after, "left") - resolutions(&before, "left");
+        n += 5;
+        if statuses.iter().all(|&s| s == 503) && started + left == 4 {
+            assert_eq!(started, 1, "one place, one settlement: {statuses:?}");
+            assert_eq!(left, 3);
+            break bodies;
+        }
+        // The stall hit something else (a signer read): wait out the pause and try again.
+        tokio::time::sleep(Duration::from_millis(900)).await;
+    };
+    // Every push is delivered once: one by the settlement, the others by their replays
+    // (which take over the lapsed lease).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for b in &bodies {
+        loop {
+            let again = r.push(b).await;
+            if again.status == 200 && again.json()["state"] == "settled" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{} {}", again.status, again.body);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    for k in 1..=4u64 {
+        let d = device((n - 5 + k) as u32);
+        assert_eq!(r.h.prod.received_for(&d).len(), 1, "target {k} sent once");
+    }
+}

@@ -135,6 +135,7 @@ impl Config {
             body_timeout: v1.body_timeout,
             abandon_after_ms: 2 * core.retry_lease_ms,
             lease_ms: core.retry_lease_ms,
+            max_settlements: r.int(&vars::RELAY_SIGNED_MAX_SETTLEMENTS) as usize,
         };
         if r.errors.is_empty() {
             Ok(Config {

@@ -251,6 +251,8 @@ vars! {
         "An HTTP date (`Wed, 01 Jul 2027 00:00:00 GMT`), sent verbatim as `Sunset` on the admin socket's deprecated unsigned push.";
     RELAY_RECEIPT_TTL_S, Admin, Some("604800"), Int(331, 31_536_000),
         "How long signed-push request ids and receipts are kept, in seconds; strictly longer than the 5 min + 30 s freshness window, so a replay can never send twice, not even at the boundary.";
+    RELAY_SIGNED_MAX_SETTLEMENTS, Admin, Some("1024"), Int(0, 100_000),
+        "Signed pushes one replica settles in the background at once after a lost store reply; beyond it a push is left to its client's replay and its readers (counted as `left` in `sealrelay_signed_resolutions_total`).";
     RELAY_ADMIN_SOCKET, Admin, Some("/run/sealrelay/admin.sock"), Path,
         "The admin API's Unix socket: created atomically with mode 0600 in a 0700 directory, peers checked by uid (`SO_PEERCRED`). Empty disables it. When the default path cannot be created (a laptop without `/run` rights) the relay warns and runs without it; a path set explicitly must work.";
     RELAY_ADMIN_API_LISTEN, Admin, None, Addr,

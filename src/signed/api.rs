@@ -67,11 +67,16 @@ pub struct Settings {
     /// How long the request that accepts a push (or takes it over) holds its lease, ms:
     /// `RELAY_RETRY_LEASE_MS`, which exceeds twice the APNs request timeout.
     pub lease_ms: i64,
+    /// Background settlements at once on this replica (`RELAY_SIGNED_MAX_SETTLEMENTS`).
+    pub max_settlements: usize,
 }
 
 /// The signed front-end.
 #[derive(Debug)]
 pub struct Signed {
+    /// Places for background settlements: beyond them a push is left to replays and
+    /// readers, so lost replies cannot pile up tasks of up to the staleness window each.
+    settling: Arc<tokio::sync::Semaphore>,
     settings: Settings,
     delivery: Arc<Delivery>,
     signers: Arc<Signers>,
@@ -88,6 +93,7 @@ impl Signed {
         admission: Arc<Admission>,
     ) -> Self {
         Self {
+            settling: Arc::new(tokio::sync::Semaphore::new(settings.max_settlements)),
             settings,
             delivery,
             signers,
@@ -197,15 +203,19 @@ pub enum Resolution {
     Settled,
     /// The staleness window closed first; the receipt's readers settle it.
     Abandoned,
+    /// Not started: the replica had `RELAY_SIGNED_MAX_SETTLEMENTS` running; the push is
+    /// left to its client's replay (which takes over a lapsed lease) and its readers.
+    Left,
 }
 
 impl Resolution {
     /// Every result.
-    pub const ALL: [Resolution; 4] = [
+    pub const ALL: [Resolution; 5] = [
         Resolution::Started,
         Resolution::Delivered,
         Resolution::Settled,
         Resolution::Abandoned,
+        Resolution::Left,
     ];
 
     /// The label.
@@ -215,6 +225,7 @@ impl Resolution {
             Resolution::Delivered => "delivered",
             Resolution::Settled => "settled",
             Resolution::Abandoned => "abandoned",
+            Resolution::Left => "left",
         }
     }
 }
@@ -414,11 +425,20 @@ impl Signed {
         by: String,
         unrecorded: Vec<Update>,
     ) {
+        let Ok(place) = self.settling.clone().try_acquire_owned() else {
+            tracing::warn!(
+                push_id = %push.request_id(),
+                "too many signed pushes are being settled in the background: this one is left to its replay and its readers"
+            );
+            metrics::signed_resolution(Resolution::Left.as_str());
+            return;
+        };
         metrics::signed_resolution(Resolution::Started.as_str());
         let s = self.clone();
         tokio::spawn(async move {
             let result = s.resolve(&push, &topic, &owner, &by, unrecorded).await;
             metrics::signed_resolution(result.as_str());
+            drop(place);
         });
     }
 

@@ -343,7 +343,10 @@ mod signer_tests {
         assert!(same_signer(&a, &a));
         assert!(!same_signer(&a, &b), "the same id under another key");
         assert!(!same_signer(&recorded_signer("ed25519:dev", &k1), &a));
-        assert!(same_signer("ed25519:ops", &b), "a receipt from before keys were recorded");
+        assert!(
+            same_signer("ed25519:ops", &b),
+            "a receipt from before keys were recorded"
+        );
         assert!(!same_signer("ed25519:dev", &b));
     }
 }

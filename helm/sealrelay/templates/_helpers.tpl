@@ -346,6 +346,7 @@ container reads with envFrom. Values from .Values.env are applied last and win.
   "RELAY_V1_INTAKE" $v.v1.intake
   "RELAY_V1_SUNSET" $v.v1.sunset
   "RELAY_RECEIPT_TTL_S" $v.signed.receiptTtlSeconds
+  "RELAY_SIGNED_MAX_SETTLEMENTS" $v.signed.maxSettlements
   "RELAY_ADMIN_SOCKET" $v.adminApi.socket.path
   "RELAY_ADMIN_API_LISTEN" $v.adminApi.tcp.listen
   "RELAY_APPS" $v.mailbox.apps
