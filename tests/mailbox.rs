@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use common::mailbox::*;
 use common::*;
+use futures_util::StreamExt;
 use sealrelay::clock::Clock;
 use serde_json::{json, Value};
 
@@ -632,6 +633,12 @@ async fn pushes_through_the_apns_module() {
     assert_eq!(m.put_notify("p2c", 4, b"x", "alert").await.status, 201);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(h.prod.received_for(&token).len(), 2, "foreground: skipped");
+    // The watch closes: the reader is in the background at once, and the next envelope
+    // is pushed (the relay clears the mark before the connection ends).
+    ws.close(None).await.unwrap();
+    while let Some(Ok(_)) = ws.next().await {}
+    assert_eq!(m.put_notify("p2c", 5, b"x", "alert").await.status, 201);
+    assert_eq!(wait_received(&h.prod, &token, 3).await.len(), 3);
 
     // Unregister: nothing more.
     assert_eq!(
@@ -654,7 +661,7 @@ async fn pushes_through_the_apns_module() {
             .and_then(|l| l.rsplit(' ').next()?.parse().ok())
             .unwrap_or(0)
     };
-    assert_eq!(count("apns", "delivered"), 3);
+    assert_eq!(count("apns", "delivered"), 4);
     assert_eq!(count("none", "foreground"), 1);
     assert_eq!(count("none", "no_registration"), 2);
 }

@@ -329,3 +329,143 @@ async fn refused_and_closed_sockets_leave_no_subscription() {
     }
     shard_channels_return_to(&redis, &before).await;
 }
+
+/// The Cluster node (index) a mailbox's keys and channels live on.
+fn node_of_mailbox(cluster: &RedisCluster, app: &str, id: &str) -> usize {
+    let d = ring::digest::digest(&ring::digest::SHA256, format!("{app}/{id}").as_bytes());
+    let name: String = d.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    cluster.node_of(&format!("{{mb:{name}}}"))
+}
+
+/// A stall on one Cluster node holds only the upgrades of mailboxes on that node: with
+/// one master paused for 2 s (`CLIENT PAUSE`), a watch upgrade for a mailbox on it waits,
+/// while one for a mailbox on another master opens within a second and hears its writes.
+/// (Before, every upgrade subscribed first under one replica-wide lock, so one stalled
+/// SSUBSCRIBE held every upgrade of the replica.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_node_holds_only_its_own_mailboxes_upgrades() {
+    let cluster = RedisCluster::start();
+    let (h, _other) = two(&cluster.url()).await;
+    let pick = |node: usize| {
+        (100..400u32)
+            .find(|&n| node_of_mailbox(&cluster, "chat", &mailbox_id(n)) == node)
+            .expect("a mailbox on every node")
+    };
+    let (nx, ny) = (pick(0), pick(1));
+    let x = Mb::new(h.addr(), "chat", &mailbox_id(nx), &bearer(nx));
+    let y = Mb::new(h.addr(), "chat", &mailbox_id(ny), &bearer(ny));
+    // Claimed (the script is loaded on both nodes); no socket yet, so each upgrade below
+    // subscribes to its mailbox's channel anew.
+    for m in [&x, &y] {
+        assert_eq!(m.claim().await, 201);
+    }
+    cluster.nodes[0].cli(&["CLIENT", "PAUSE", "2000", "ALL"]);
+    let paused = Instant::now();
+    let stalled = {
+        let x = x.at(h.addr());
+        tokio::spawn(async move { x.socket("/p2c/watch", true).await.map(|_| ()) })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let opened = Instant::now();
+    let mut w = y.watch("p2c").await;
+    let took = opened.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "the watch on another node waited {took:?} for the paused node"
+    );
+    assert!(
+        paused.elapsed() < Duration::from_secs(2),
+        "the pause was over before the check"
+    );
+    assert!(!stalled.is_finished(), "the paused node's upgrade waits");
+    assert_eq!(y.put("p2c", 1, b"a").await.status, 201);
+    assert_eq!(next_text(&mut w, WAIT).await.as_deref(), Some("seq 1"));
+    let _ = stalled.await;
+}
+
+async fn one_on(url: &str, vars: &[(&str, &str)]) -> Harness {
+    let mut opts = Options::default()
+        .var("REDIS_URL", url)
+        .var("RELAY_APPS", "chat:signal");
+    for (k, v) in vars {
+        opts = opts.var(k, v);
+    }
+    let h = Harness::with(opts).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h.admin("/readyz").await.status != 200 {
+        assert!(Instant::now() < deadline, "the replica never became ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    h
+}
+
+/// Sockets are bound to their claim: a mailbox that reaches idle expiry in Redis (2 s)
+/// closes its watch and signal sockets with 1008 within one ping interval (1 s) of the
+/// expiry, though their clients answer every Ping.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_expiry_closes_sockets_within_a_ping_interval() {
+    let redis = RedisServer::start();
+    let h = one_on(
+        &redis.url(),
+        &[("RELAY_MAILBOX_IDLE_S", "2"), ("RELAY_SOCKET_PING_S", "1")],
+    )
+    .await;
+    let m = Mb::new(h.addr(), "chat", &mailbox_id(90), &bearer(90));
+    assert_eq!(m.claim().await, 201);
+    let claimed = Instant::now();
+    let w = m.watch("p2c").await;
+    let s = m.socket("/signal/primary", true).await.unwrap().0;
+    let closes: Vec<_> = [w, s]
+        .into_iter()
+        .map(|mut ws| {
+            tokio::spawn(async move {
+                let code = close_code(&mut ws, Duration::from_secs(6)).await;
+                (code, claimed.elapsed())
+            })
+        })
+        .collect();
+    for (what, c) in ["watch", "signal"].into_iter().zip(closes) {
+        let (code, after) = c.await.unwrap();
+        assert_eq!(code, Some(1008), "{what}");
+        // Expired at 2 s; closed at the first ping after it (1 s), with 0.5 s of slack for
+        // the scheduler.
+        assert!(
+            after >= Duration::from_secs(2) && after <= Duration::from_millis(3500),
+            "{what}: closed {after:?} after the claim"
+        );
+    }
+}
+
+/// After idle expiry, another bearer's claim of the same id is a new mailbox: the old
+/// owner's watch (still open: its ping interval is long) hears nothing of the new owner's
+/// envelopes, while the new owner's own watch does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_claim_is_not_heard_by_the_old_claims_sockets() {
+    let redis = RedisServer::start();
+    let h = one_on(&redis.url(), &[("RELAY_MAILBOX_IDLE_S", "1")]).await;
+    let old = Mb::new(h.addr(), "chat", &mailbox_id(91), &bearer(91));
+    assert_eq!(old.claim().await, 201);
+    let mut old_watch = old.watch("p2c").await;
+    // Expired by Redis's clock.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while old.list("p2c", "").await.status != 404 {
+        assert!(Instant::now() < deadline, "the mailbox never expired");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let new = old.with_bearer(&bearer(92));
+    assert_eq!(new.claim().await, 201, "a new mailbox");
+    let mut new_watch = new.watch("p2c").await;
+    assert_eq!(new.put("p2c", 1, b"new owner's").await.status, 201);
+    assert_eq!(
+        next_text(&mut new_watch, WAIT).await.as_deref(),
+        Some("seq 1")
+    );
+    assert_eq!(
+        next_text(&mut old_watch, Duration::from_secs(1)).await,
+        None,
+        "the old claim's watch heard the new claim's envelope"
+    );
+}

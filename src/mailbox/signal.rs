@@ -284,9 +284,9 @@ pub async fn upgrade(
         .subscribe(&channel)
         .await
         .map_err(|_| MailboxError::Unavailable)?;
-    let tat = match a.answer {
-        Answer::Frames(t) => t,
-        _ => 0,
+    let (tat, generation) = match a.answer {
+        Answer::Frames { tat_us, generation } => (tat_us, generation),
+        _ => (0, 0),
     };
     let (bearer, place, events) = (a.bearer, a.place, a.events);
     Ok(a.upgrade.on_upgrade(move |socket| async move {
@@ -296,6 +296,7 @@ pub async fn upgrade(
             side,
             bearer,
             channel,
+            generation,
             id: socket_id(),
             opened_us: now_us(),
             tat_us: tat,
@@ -312,6 +313,8 @@ struct Session {
     side: Side,
     bearer: Bearer,
     channel: Channel,
+    /// The generation of the claim the socket opened under.
+    generation: u64,
     id: [u8; 16],
     opened_us: i64,
     /// The side's frame bucket (arrival time, us).
@@ -448,6 +451,10 @@ impl Session {
                     Some(Err(_)) => return End::Left,
                 }},
                 _ = pings.tick() => {
+                    // Once a ping interval, the store says whether the claim is still there.
+                    if let Some(close) = super::watch::claim_gone(&self.m, &self.name, &self.bearer, self.generation).await {
+                        return End::Closed(close);
+                    }
                     if out.send(Message::Ping(Bytes::new())) == Queued::Gone {
                         return End::Left;
                     }
@@ -463,7 +470,10 @@ impl Session {
                     }
                 },
                 ev = events.recv() => match ev {
-                    Some(ev) if MailboxEvent::receive(&ev) == Some(MailboxEvent::Erased) => {
+                    Some(ev) if matches!(
+                        MailboxEvent::receive(&ev),
+                        Some(MailboxEvent::Erased { generation }) if generation == self.generation
+                    ) => {
                         return End::Closed(Close::Normal);
                     }
                     // An erase may be among the messages this socket fell behind on.
@@ -511,12 +521,9 @@ impl Session {
         let give_up = Instant::now() + Duration::from_secs(10);
         let mut pause = Duration::from_millis(100);
         loop {
-            let head = Op::Head {
-                dir: crate::store::mailbox::Dir::P2c,
-            };
-            match self.m.run(&self.name, &self.bearer, &head).await {
-                Ok(_) => return None,
-                Err(MailboxError::NotFound | MailboxError::Forbidden) => {
+            match self.m.run(&self.name, &self.bearer, &Op::Check).await {
+                Ok(Answer::Opened(g)) if g == self.generation => return None,
+                Ok(_) | Err(MailboxError::NotFound | MailboxError::Forbidden) => {
                     return Some(Close::Normal)
                 }
                 Err(_) if Instant::now() >= give_up => return Some(Close::Internal),

@@ -9,10 +9,13 @@
 //!
 //! On the socket: text `seq <n>` for each envelope stored on `<dir>`; `pong` for a `ping`,
 //! which also marks the reader as in the foreground for 45 s on every replica (written to
-//! the store at most once a second per socket); any other text or a binary frame closes
+//! the store at most once a second per socket; cleared when the socket closes); any other text or a binary frame closes
 //! with 1003 (with a close frame, whatever its length); an erase of the mailbox closes with
 //! 1000; the relay stopping closes with 1001, and so does a client from which nothing (no
 //! message, no Pong to the relay's Pings every `RELAY_SOCKET_PING_S`) came for two intervals.
+//! The socket belongs to the claim it opened under: events of another claim (the mailbox
+//! expired and was claimed again) are not its own, and with each Ping the store is asked
+//! whether the claim is still there (1008 once it is not).
 //! After the fan-out lost messages (a Redis reconnect), the socket reads the direction's
 //! highest seq and sends it if it is new, trying again until the store answers; after 10 s
 //! without an answer it closes with 1011 (the client reconnects and lists). A socket that
@@ -65,7 +68,9 @@ async fn resync(
         match m.run(name, bearer, &Op::Head { dir }).await {
             Ok(Answer::Head { last, .. }) if last > last_sent => return Resync::Seq(last),
             Ok(_) => return Resync::Nothing,
-            Err(MailboxError::NotFound) => return Resync::Close(Close::Normal),
+            Err(MailboxError::NotFound | MailboxError::Forbidden) => {
+                return Resync::Close(Close::Normal)
+            }
             Err(_) if Instant::now() >= give_up => return Resync::Close(Close::Internal),
             Err(_) => {}
         }
@@ -112,21 +117,61 @@ pub async fn upgrade(
 ) -> Result<Response, MailboxError> {
     let (name, path::Watch(dir)) = (target.name, target.place);
     let a = accept(&m, &name, req, READ_LIMIT, Op::Socket).await?;
+    let generation = match a.answer {
+        Answer::Opened(g) => g,
+        _ => 0,
+    };
     let (bearer, place, sub) = (a.bearer, a.place, a.events);
-    Ok(a.upgrade.on_upgrade(move |socket| async move {
-        serve(m, name, dir, bearer, sub, socket).await;
+    Ok(a.upgrade.on_upgrade(move |mut socket| async move {
+        let claim = Claim {
+            name,
+            bearer,
+            generation,
+        };
+        let mut marked = false;
+        serve(&m, &claim, dir, sub, &mut socket, &mut marked).await;
+        if marked {
+            // The reader left: it is no longer in the foreground, on any replica, from now
+            // (best effort, like the mark), before the connection ends.
+            let _ = m.run(&claim.name, &claim.bearer, &Op::Unping { dir }).await;
+        }
+        drop(socket);
         drop(place);
     }))
 }
 
-async fn serve(
-    m: Arc<Mailboxes>,
+/// The claim a socket was opened under.
+struct Claim {
     name: Name,
-    dir: Dir,
     bearer: Bearer,
+    generation: u64,
+}
+
+/// Whether the claim a socket opened under is still there, by the store: `Some` close when
+/// it is gone (1008: idle expiry, or an erase whose message was lost; also a new claim of
+/// the same id). A store that does not answer keeps the socket (checked again next time).
+pub(super) async fn claim_gone(
+    m: &Mailboxes,
+    name: &Name,
+    bearer: &Bearer,
+    generation: u64,
+) -> Option<Close> {
+    match m.run(name, bearer, &Op::Check).await {
+        Ok(Answer::Opened(g)) if g == generation => None,
+        Ok(_) | Err(MailboxError::NotFound | MailboxError::Forbidden) => Some(Close::Policy),
+        Err(_) => None,
+    }
+}
+
+async fn serve(
+    m: &Mailboxes,
+    claim: &Claim,
+    dir: Dir,
     mut sub: Subscription,
-    mut socket: WebSocket,
+    socket: &mut WebSocket,
+    marked: &mut bool,
 ) {
+    let (name, bearer) = (&claim.name, &claim.bearer);
     let _open = crate::metrics::SocketGuard::open(super::socket::Kind::Watch.as_str());
     let mut stop = m.stop.clone();
     let mut resyncs = m.store.fanout().resyncs();
@@ -148,27 +193,33 @@ async fn serve(
                         last_ping_write = Some(Instant::now());
                         // The foreground mark is best effort: a failed write only means a
                         // push may be sent.
-                        let _ = m.run(&name, &bearer, &Op::Ping { dir }).await;
+                        *marked = true;
+                        let _ = m.run(name, bearer, &Op::Ping { dir }).await;
                     }
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                 // Anything but `ping`, of any length up to the read limit, is 1003.
                 Some(Ok(Message::Text(t))) if t.len() > MAX_MESSAGE => {
-                    Close::Unsupported.send(&mut socket).await;
+                    Close::Unsupported.send(socket).await;
                     return;
                 }
                 Some(Ok(Message::Text(_) | Message::Binary(_))) => {
-                    Close::Unsupported.send(&mut socket).await;
+                    Close::Unsupported.send(socket).await;
                     return;
                 }
                 // Longer than even the read limit: still a message the watch does not take.
                 Some(Err(e)) if super::signal::over_read_limit(&e) => {
-                    Close::Unsupported.send(&mut socket).await;
+                    Close::Unsupported.send(socket).await;
                     return;
                 }
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
             }},
             _ = pings.tick() => {
+                // Once a ping interval, the store says whether the claim is still there.
+                if let Some(close) = claim_gone(m, name, bearer, claim.generation).await {
+                    let _ = tokio::time::timeout(live.write_timeout(), close.send(socket)).await;
+                    return;
+                }
                 let ping = socket.send(Message::Ping(bytes::Bytes::new()));
                 if !matches!(tokio::time::timeout(live.write_timeout(), ping).await, Ok(Ok(()))) {
                     return;
@@ -176,29 +227,31 @@ async fn serve(
             },
             _ = tokio::time::sleep_until(live.deadline()) => {
                 // Nothing from the client for two ping intervals: a half-open socket.
-                let _ = tokio::time::timeout(live.write_timeout(), Close::GoingAway.send(&mut socket)).await;
+                let _ = tokio::time::timeout(live.write_timeout(), Close::GoingAway.send(socket)).await;
                 return;
             },
             note = sub.recv() => match note {
                 None => {
-                    Close::GoingAway.send(&mut socket).await;
+                    Close::GoingAway.send(socket).await;
                     return;
                 }
                 Some(note) => {
                     if sub.take_lagged() {
                         // This socket fell behind and lost messages: an erase or a seq may
                         // be among them.
-                        let found = resync(&m, &name, &bearer, dir, last_sent, &mut stop).await;
-                        if !sent(found, &mut socket, &mut last_sent).await {
+                        let found = resync(m, name, bearer, dir, last_sent, &mut stop).await;
+                        if !sent(found, socket, &mut last_sent).await {
                             return;
                         }
                     }
                     let seq = match MailboxEvent::receive(&note) {
-                        Some(MailboxEvent::Erased) => {
-                            Close::Normal.send(&mut socket).await;
+                        // Another claim's event (this one expired): not this socket's.
+                        Some(ev) if ev.generation() != claim.generation => continue,
+                        Some(MailboxEvent::Erased { .. }) => {
+                            Close::Normal.send(socket).await;
                             return;
                         }
-                        Some(MailboxEvent::Stored { dir: d, seq }) if d == dir => seq,
+                        Some(MailboxEvent::Stored { dir: d, seq, .. }) if d == dir => seq,
                         _ => continue,
                     };
                     last_sent = last_sent.max(seq);
@@ -212,13 +265,13 @@ async fn serve(
                     resyncing = false;
                     continue;
                 }
-                let found = resync(&m, &name, &bearer, dir, last_sent, &mut stop).await;
-                if !sent(found, &mut socket, &mut last_sent).await {
+                let found = resync(m, name, bearer, dir, last_sent, &mut stop).await;
+                if !sent(found, socket, &mut last_sent).await {
                     return;
                 }
             },
             _ = stop.changed() => {
-                Close::GoingAway.send(&mut socket).await;
+                Close::GoingAway.send(socket).await;
                 return;
             }
         }

@@ -266,8 +266,18 @@ pub enum Op {
         /// The registration the push used.
         sealed: Bytes,
     },
-    /// A watch socket opens.
+    /// A watch socket opens: the answer is the claim's generation ([`Answer::Opened`]).
     Socket,
+    /// A socket checks that the claim it opened under is still there: the claim's
+    /// generation ([`Answer::Opened`]), or not found / forbidden. Takes no token and does
+    /// not restart the idle timer.
+    Check,
+    /// A watch closes: its direction's reader is no longer in the foreground. Takes no
+    /// token.
+    Unping {
+        /// The direction.
+        dir: Dir,
+    },
     /// A signal socket of `side` opens: like [`Op::Socket`], and the answer carries the
     /// side's frame bucket ([`Answer::Frames`]) so the socket spends from it.
     SignalOpen {
@@ -306,7 +316,11 @@ impl Op {
             Op::Register { .. } | Op::Unregister { .. } => Some(Bucket::Registrations),
             Op::Socket | Op::SignalOpen { .. } => Some(Bucket::Sockets),
             Op::Ice => Some(Bucket::Ice),
-            Op::Forget { .. } | Op::Ping { .. } | Op::SignalClose { .. } => None,
+            Op::Forget { .. }
+            | Op::Ping { .. }
+            | Op::Unping { .. }
+            | Op::Check
+            | Op::SignalClose { .. } => None,
         }
     }
 }
@@ -387,10 +401,17 @@ pub enum Answer {
         /// How many are stored.
         count: u64,
     },
-    /// Done (erase, prune, register, unregister, forget, socket, ping, ICE, signal close).
+    /// Done (erase, prune, register, unregister, forget, ping, unping, ICE, signal close).
     Done,
-    /// A signal socket opened: its side's frame bucket (arrival time, us; 0 when full).
-    Frames(i64),
+    /// A watch opened, or a check found the claim: the claim's generation.
+    Opened(u64),
+    /// A signal socket opened: its side's frame bucket and the claim's generation.
+    Frames {
+        /// The frame bucket's arrival time, us (0 when full).
+        tat_us: i64,
+        /// The claim's generation.
+        generation: u64,
+    },
 }
 
 #[derive(Debug, Clone, Default)]
@@ -403,6 +424,10 @@ struct Direction {
 #[derive(Debug, Clone)]
 struct Mailbox {
     bearer: String,
+    /// The claim's generation: the instant (ms) the claim made the mailbox. A mailbox that
+    /// expired and was claimed again is another generation, and its events are not the
+    /// old sockets'.
+    generation: u64,
     buckets: HashMap<&'static str, i64>,
     dirs: [Direction; 2],
     expires_ms: i64,
@@ -522,14 +547,20 @@ fn apply(current: &mut Mailbox, bearer: &str, op: &Op, now_ms: i64, limits: Limi
             }
             Answer::Done
         }
-        Op::Socket | Op::Ice => Answer::Done,
-        Op::SignalOpen { side } => Answer::Frames(
-            current
+        Op::Ice => Answer::Done,
+        Op::Socket | Op::Check => Answer::Opened(current.generation),
+        Op::Unping { dir } => {
+            current.dirs[dir.index()].foreground_until_ms = 0;
+            Answer::Done
+        }
+        Op::SignalOpen { side } => Answer::Frames {
+            tat_us: current
                 .buckets
                 .get(Bucket::Frames(*side).field())
                 .copied()
                 .unwrap_or(0),
-        ),
+            generation: current.generation,
+        },
         Op::SignalClose { side, tat_us } => {
             let f = Bucket::Frames(*side).field();
             let kept = current.buckets.get(f).copied().unwrap_or(0).max(*tat_us);
@@ -550,18 +581,36 @@ pub struct MemoryMailboxes {
 }
 
 impl MemoryMailboxes {
-    /// Applies one request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer`.
+    /// Applies one request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer` (the
+    /// answer alone, as the differential tests compare it).
+    #[cfg(test)]
     pub fn apply(&self, name: &Name, bearer: &str, op: &Op, now_ms: i64, limits: Limits) -> Answer {
+        self.apply_in(name, bearer, op, now_ms, limits).0
+    }
+
+    /// Applies one request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer`: the
+    /// answer, and the generation of the claim it applied to (0 when none), for the event
+    /// it publishes.
+    pub fn apply_in(
+        &self,
+        name: &Name,
+        bearer: &str,
+        op: &Op,
+        now_ms: i64,
+        limits: Limits,
+    ) -> (Answer, u64) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if map.get(name).is_some_and(|m| m.expires_ms <= now_ms) {
             map.remove(name);
         }
         let Some(m) = map.get_mut(name) else {
             if *op != Op::Claim {
-                return Answer::NotFound;
+                return (Answer::NotFound, 0);
             }
+            let generation = now_ms.max(0) as u64;
             let mut m = Mailbox {
                 bearer: bearer.to_owned(),
+                generation,
                 buckets: HashMap::new(),
                 dirs: Default::default(),
                 expires_ms: now_ms + limits.idle_ms,
@@ -572,13 +621,14 @@ impl MemoryMailboxes {
                 m.buckets.insert(Bucket::Reads.field(), t);
             }
             map.insert(name.clone(), m);
-            return Answer::Created;
+            return (Answer::Created, generation);
         };
+        let generation = m.generation;
         let answer = apply(m, bearer, op, now_ms, limits);
         if *op == Op::Erase && answer == Answer::Done {
             map.remove(name);
         }
-        answer
+        (answer, generation)
     }
 
     /// Forgets mailboxes idle past their time (called periodically).
@@ -598,52 +648,85 @@ impl MemoryMailboxes {
 
 /// What a mailbox's live sockets hear on its channel ([`event_channel`]). The text is the
 /// one `mailbox.lua` publishes; this is the only place in Rust that writes or reads it.
+/// Every event names the claim's generation, so a socket opened under one claim never acts
+/// on another's events (a mailbox that expired and was claimed again), whatever pub/sub
+/// lost or delivered late.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MailboxEvent {
-    /// An envelope was stored: `seq <dir> <n>`.
+    /// An envelope was stored: `seq <dir> <n> @<generation>`.
     Stored {
         /// Its direction.
         dir: Dir,
         /// Its sequence number.
         seq: u64,
+        /// The claim's generation.
+        generation: u64,
     },
-    /// The mailbox was erased: `erase`.
-    Erased,
+    /// The mailbox was erased: `erase @<generation>`.
+    Erased {
+        /// The claim's generation.
+        generation: u64,
+    },
 }
 
 impl MailboxEvent {
-    /// The event a request's answer makes, if any: a new envelope, or an erasure.
-    pub fn of(op: &Op, answer: &Answer) -> Option<Self> {
+    /// The event a request's answer makes, if any: a new envelope, or an erasure, of the
+    /// claim of `generation`.
+    pub fn of(op: &Op, answer: &Answer, generation: u64) -> Option<Self> {
         match (op, answer) {
             (Op::Put { dir, seq, .. }, Answer::Stored(_)) => Some(MailboxEvent::Stored {
                 dir: *dir,
                 seq: *seq,
+                generation,
             }),
-            (Op::Erase, Answer::Done) => Some(MailboxEvent::Erased),
+            (Op::Erase, Answer::Done) => Some(MailboxEvent::Erased { generation }),
             _ => None,
+        }
+    }
+
+    /// The claim the event belongs to.
+    pub fn generation(&self) -> u64 {
+        match self {
+            MailboxEvent::Stored { generation, .. } | MailboxEvent::Erased { generation } => {
+                *generation
+            }
         }
     }
 
     /// The published text.
     pub fn encode(&self) -> String {
         match self {
-            MailboxEvent::Stored { dir, seq } => format!("seq {} {seq}", dir.as_str()),
-            MailboxEvent::Erased => "erase".to_owned(),
+            MailboxEvent::Stored {
+                dir,
+                seq,
+                generation,
+            } => format!("seq {} {seq} @{generation}", dir.as_str()),
+            MailboxEvent::Erased { generation } => format!("erase @{generation}"),
         }
     }
 
     /// Inverse of [`MailboxEvent::encode`]; `None` for anything else.
     pub fn decode(message: &[u8]) -> Option<Self> {
         let text = std::str::from_utf8(message).ok()?;
-        if text == "erase" {
-            return Some(MailboxEvent::Erased);
-        }
-        let mut parts = text.strip_prefix("seq ")?.split(' ');
-        let dir = Dir::parse(parts.next()?)?;
-        let seq = parts.next()?.parse().ok()?;
-        let ev = MailboxEvent::Stored { dir, seq };
-        // Only the text `mailbox.lua` writes: no second field, no `+7` or `07`.
-        (parts.next().is_none() && ev.encode() == text).then_some(ev)
+        let (body, generation) = text.rsplit_once(" @")?;
+        let generation: u64 = generation.parse().ok()?;
+        let ev = if body == "erase" {
+            MailboxEvent::Erased { generation }
+        } else {
+            let mut parts = body.strip_prefix("seq ")?.split(' ');
+            let dir = Dir::parse(parts.next()?)?;
+            let seq = parts.next()?.parse().ok()?;
+            if parts.next().is_some() {
+                return None;
+            }
+            MailboxEvent::Stored {
+                dir,
+                seq,
+                generation,
+            }
+        };
+        // Only the text `mailbox.lua` writes: no `+7` or `07`.
+        (ev.encode() == text).then_some(ev)
     }
 
     /// [`MailboxEvent::decode`] for a message received on a mailbox's channel, where
@@ -716,8 +799,8 @@ impl MailboxBackend for InProcessMailboxes {
         now_ms: i64,
         limits: Limits,
     ) -> Result<Answer, StoreError> {
-        let answer = self.mailboxes.apply(name, bearer, op, now_ms, limits);
-        if let Some(ev) = MailboxEvent::of(op, &answer) {
+        let (answer, generation) = self.mailboxes.apply_in(name, bearer, op, now_ms, limits);
+        if let Some(ev) = MailboxEvent::of(op, &answer, generation) {
             let _ = self
                 .fanout
                 .publish(&event_channel("", name), ev.encode().as_bytes(), now_ms)
@@ -1007,16 +1090,19 @@ mod tests {
             Answer::RateLimited(30)
         );
         for _ in 0..20 {
-            assert_eq!(m.apply(&n, "b", &Op::Socket, T0, LIMITS), Answer::Done);
+            assert!(matches!(
+                m.apply(&n, "b", &Op::Socket, T0, LIMITS),
+                Answer::Opened(_)
+            ));
         }
         assert_eq!(
             m.apply(&n, "b", &Op::Socket, T0, LIMITS),
             Answer::RateLimited(5)
         );
-        assert_eq!(
+        assert!(matches!(
             m.apply(&n, "b", &Op::Socket, T0 + 5_000, LIMITS),
-            Answer::Done
-        );
+            Answer::Opened(_)
+        ));
     }
 
     #[test]
@@ -1026,30 +1112,37 @@ mod tests {
                 MailboxEvent::Stored {
                     dir: Dir::C2p,
                     seq: 7,
+                    generation: 1_790_000_000_000,
                 },
-                "seq c2p 7",
+                "seq c2p 7 @1790000000000",
             ),
             (
                 MailboxEvent::Stored {
                     dir: Dir::P2c,
                     seq: u64::MAX,
+                    generation: 0,
                 },
-                "seq p2c 18446744073709551615",
+                "seq p2c 18446744073709551615 @0",
             ),
-            (MailboxEvent::Erased, "erase"),
+            (MailboxEvent::Erased { generation: 5 }, "erase @5"),
         ] {
             assert_eq!(ev.encode(), text);
             assert_eq!(MailboxEvent::decode(text.as_bytes()), Some(ev));
         }
         for bad in [
-            &b"seq 7"[..],
-            b"seq x2y 7",
-            b"seq p2c",
-            b"seq p2c -1",
-            b"seq p2c 7 8",
-            b"seq p2c +7",
-            b"seq p2c 07",
-            b"erased",
+            &b"seq 7 @1"[..],
+            b"seq x2y 7 @1",
+            b"seq p2c @1",
+            b"seq p2c -1 @1",
+            b"seq p2c 7 8 @1",
+            b"seq p2c +7 @1",
+            b"seq p2c 07 @1",
+            b"seq p2c 7",
+            b"seq p2c 7 @",
+            b"seq p2c 7 @01",
+            b"seq p2c 7 @-1",
+            b"erase",
+            b"erased @1",
             b"\xff",
             b"",
         ] {
@@ -1066,7 +1159,7 @@ mod tests {
             if let Some(ev) = MailboxEvent::decode(&b) {
                 proptest::prop_assert_eq!(ev.encode().into_bytes(), b.clone());
             }
-            let ev = MailboxEvent::Stored { dir: Dir::P2c, seq };
+            let ev = MailboxEvent::Stored { dir: Dir::P2c, seq, generation: seq / 2 };
             proptest::prop_assert_eq!(MailboxEvent::decode(ev.encode().as_bytes()), Some(ev));
         }
     }

@@ -1324,7 +1324,9 @@ fn mop() -> impl Strategy<Value = (u8, i64, MOp)> {
             .prop_map(|side| MOp::SignalOpen { side }),
         1 => (prop_oneof![Just(super::mailbox::Side::Primary), Just(super::mailbox::Side::Companion)], 0i64..3_000_000_000_000_000)
             .prop_map(|(side, tat_us)| MOp::SignalClose { side, tat_us }),
-        1 => dir.prop_map(|dir| MOp::Ping { dir }),
+        1 => dir.clone().prop_map(|dir| MOp::Ping { dir }),
+        1 => dir.prop_map(|dir| MOp::Unping { dir }),
+        1 => Just(MOp::Check),
         2 => Just(MOp::Ice),
     ];
     (0u8..3, prop_oneof![4 => Just(0i64), 1 => 0i64..60_000], op)
@@ -1490,12 +1492,19 @@ async fn mailboxes_on_a_cluster_publish_from_the_script() {
         let got = tokio::time::timeout(Duration::from_secs(5), sub.recv())
             .await
             .unwrap();
-        assert_eq!(got.as_deref(), Some(&b"seq c2p 7"[..]));
+        let generation = format!("@{T0}");
+        assert_eq!(
+            got.as_deref(),
+            Some(format!("seq c2p 7 {generation}").as_bytes())
+        );
         red.apply(n, "b", &MOp::Erase, T0, limits).await.unwrap();
         let got = tokio::time::timeout(Duration::from_secs(5), sub.recv())
             .await
             .unwrap();
-        assert_eq!(got.as_deref(), Some(&b"erase"[..]));
+        assert_eq!(
+            got.as_deref(),
+            Some(format!("erase {generation}").as_bytes())
+        );
     }
 }
 

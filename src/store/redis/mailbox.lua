@@ -2,7 +2,9 @@
 -- the bucket token, the operation. Mirrors crate::store::mailbox (a differential test binds
 -- the two).
 --
--- KEYS     1 <prefix>{mb:<name>}          hash: b bearer SHA-256 hex; t:<bucket> arrival
+-- KEYS     1 <prefix>{mb:<name>}          hash: b bearer SHA-256 hex; g the claim's
+--                                         generation (now_ms of the claim that made it,
+--                                         named by every event); t:<bucket> arrival
 --                                         times (us); r:<dir> sealed push registration;
 --                                         f:<dir> foreground until (ms)
 --          2 <prefix>{mb:<name>}:e:p2c    hash: seq -> envelope bytes
@@ -15,7 +17,8 @@
 --          4 claimed, {5, push code, registration} stored (push: 0 not asked, 1 foreground,
 --          2 throttled, 3 no registration, 4 send), 6 same, 7 conflict, 8 full,
 --          {9, last, more, seq, data, ...} listed, {10, data or false} got,
---          {11, last, count} head, 12 done, {13, frame bucket arrival time} signal open.
+--          {11, last, count} head, 12 done, {13, frame bucket arrival time, generation}
+--          signal open, {14, generation} watch open or check.
 local op, bearer, now, idle = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local meta = KEYS[1]
 local MAX_LIST_BYTES = 1048576
@@ -39,8 +42,11 @@ end
 local function touch()
   for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], idle) end
 end
+local function generation()
+  return redis.call('HGET', meta, 'g') or '0'
+end
 local function publish(payload)
-  redis.call('SPUBLISH', ARGV[6], string.format('%d', now) .. '\n' .. payload)
+  redis.call('SPUBLISH', ARGV[6], string.format('%d', now) .. '\n' .. payload .. ' @' .. generation())
 end
 local function dir_keys(dir)
   if dir == 'p2c' then return KEYS[2], KEYS[4] end
@@ -55,7 +61,7 @@ end
 local holder = redis.call('HGET', meta, 'b')
 if not holder then
   if op ~= 'claim' then return {0} end
-  redis.call('HSET', meta, 'b', bearer)
+  redis.call('HSET', meta, 'b', bearer, 'g', string.format('%d', now))
   take('t:read')
   redis.call('PEXPIRE', meta, idle)
   return {3}
@@ -71,8 +77,9 @@ if op == 'claim' then
   touch()
   return {4}
 elseif op == 'erase' then
+  local g = generation()
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
-  publish('erase')
+  redis.call('SPUBLISH', ARGV[6], string.format('%d', now) .. '\nerase @' .. g)
   return {12}
 elseif op == 'put' then
   local dir, seq, data, notify = ARGV[7], ARGV[8], ARGV[9], ARGV[10]
@@ -144,10 +151,15 @@ elseif op == 'forget' then
 elseif op == 'ping' then
   redis.call('HSET', meta, 'f:' .. ARGV[7], string.format('%d', now + 45000))
   return {12}
-elseif op == 'socket' or op == 'ice' then
+elseif op == 'unping' then
+  redis.call('HDEL', meta, 'f:' .. ARGV[7])
   return {12}
+elseif op == 'ice' then
+  return {12}
+elseif op == 'socket' or op == 'check' then
+  return {14, generation()}
 elseif op == 'sigopen' then
-  return {13, redis.call('HGET', meta, 't:sig:' .. ARGV[7]) or '0'}
+  return {13, redis.call('HGET', meta, 't:sig:' .. ARGV[7]) or '0', generation()}
 elseif op == 'sigclose' then
   local f = 't:sig:' .. ARGV[7]
   local have = tonumber(redis.call('HGET', meta, f)) or 0

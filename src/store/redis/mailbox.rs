@@ -130,6 +130,8 @@ impl RedisMailboxes {
                 vec![dir.as_str().into(), Value::Bytes(sealed.clone())],
             ),
             Op::Socket => ("socket", vec![]),
+            Op::Check => ("check", vec![]),
+            Op::Unping { dir } => ("unping", vec![dir.as_str().into()]),
             Op::SignalOpen { side } => ("sigopen", vec![side.as_str().into()]),
             Op::SignalClose { side, tat_us } => (
                 "sigclose",
@@ -196,13 +198,15 @@ impl RedisMailboxes {
                 count: reply.get(2).and_then(int_of).ok_or_else(bad)?,
             },
             12 => Answer::Done,
-            13 => Answer::Frames(
-                reply
+            13 => Answer::Frames {
+                tat_us: reply
                     .get(1)
                     .and_then(int_of)
                     .and_then(|t| i64::try_from(t).ok())
                     .ok_or_else(bad)?,
-            ),
+                generation: reply.get(2).and_then(int_of).ok_or_else(bad)?,
+            },
+            14 => Answer::Opened(reply.get(1).and_then(int_of).ok_or_else(bad)?),
             _ => return Err(bad()),
         })
     }
