@@ -168,6 +168,23 @@ fn the_token_file_and_listener_are_checked_at_start_up() {
             "{e}"
         );
     }
+    // A symbolic link is refused, even to a good file: the file is opened once, without
+    // following links, and checked as opened.
+    let link = dir.path().join("token-link");
+    std::os::unix::fs::symlink(&ok, &link).unwrap();
+    let e = load_err(&[listen, ("RELAY_ADMIN_TOKEN_FILE", link.to_str().unwrap())]);
+    assert!(
+        e.contains("RELAY_ADMIN_TOKEN_FILE") && e.contains("symbolic link"),
+        "{e}"
+    );
+    // Unsigned pushes taken only on the admin socket need the socket.
+    let e = load_err(&[("RELAY_V1_INTAKE", "local"), ("RELAY_ADMIN_SOCKET", "")]);
+    assert!(
+        e.contains("RELAY_V1_INTAKE=local") && e.contains("RELAY_ADMIN_SOCKET"),
+        "{e}"
+    );
+    let e = load_err(&[("RELAY_V1_INTAKE", "off"), ("RELAY_ADMIN_SOCKET", "")]);
+    assert_eq!(e, "", "off needs no socket");
     let e = load_err(&[listen, ("RELAY_ADMIN_TOKEN_FILE", "/nonexistent/token")]);
     assert!(
         e.contains("RELAY_ADMIN_TOKEN_FILE") && e.contains("cannot be read"),

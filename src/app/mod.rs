@@ -327,6 +327,12 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
                     s.path.display()
                 )
             }
+            Err(e) if cfg.v1.intake == crate::v1::Intake::Local => {
+                anyhow::bail!(
+                    "RELAY_V1_INTAKE=local takes unsigned pushes only on the admin socket, which cannot be created at its default path {}: {e} (set RELAY_ADMIN_SOCKET to a writable path)",
+                    s.path.display()
+                )
+            }
             Err(e) => {
                 tracing::warn!(path = %s.path.display(), error = %e, "the admin socket cannot be created at its default path; the admin API is off (set RELAY_ADMIN_SOCKET to a writable path, or to empty to silence this)");
                 None

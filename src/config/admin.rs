@@ -65,10 +65,31 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
 }
 
 /// The token in `file`, after checking who may read it: mode 0600 or 0400, owned by the
-/// user the relay runs as.
+/// user the relay runs as. The file is opened once, without following a symbolic link, and
+/// the checks are made on that open file (`fstat`), so what is read is what was checked:
+/// the path cannot be swapped between the check and the read.
 fn token(r: &mut Reader<'_>, file: &str) -> Option<Secret> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let name = RELAY_ADMIN_TOKEN_FILE.name;
-    let meta = match std::fs::metadata(file) {
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(file);
+    let mut handle = match opened {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            r.problem(format!(
+                "{name}={file:?} is a symbolic link: name the token file itself"
+            ));
+            return None;
+        }
+        Err(e) => {
+            r.problem(format!("{name}={file:?} cannot be read: {e}"));
+            return None;
+        }
+    };
+    let meta = match handle.metadata() {
         Ok(m) if m.is_file() => m,
         Ok(_) => {
             r.problem(format!("{name}={file:?} is not a regular file"));
@@ -94,13 +115,11 @@ fn token(r: &mut Reader<'_>, file: &str) -> Option<Secret> {
         ));
         return None;
     }
-    let text = match std::fs::read_to_string(file) {
-        Ok(t) => t,
-        Err(e) => {
-            r.problem(format!("{name}={file:?} cannot be read: {e}"));
-            return None;
-        }
-    };
+    let mut text = String::new();
+    if let Err(e) = handle.read_to_string(&mut text) {
+        r.problem(format!("{name}={file:?} cannot be read: {e}"));
+        return None;
+    }
     let token = text.trim_end_matches(['\n', '\r']);
     let printable = token.bytes().all(|b| b.is_ascii_graphic());
     if token.chars().count() < MIN_TOKEN_CHARS || !printable {

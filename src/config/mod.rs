@@ -117,6 +117,9 @@ impl Config {
         let v1 = v1::read(&mut r, &delivery, &core);
         let telemetry = telemetry::read(&mut r);
         let admin = admin::read(&mut r);
+        if v1.intake == crate::v1::Intake::Local && admin.socket.is_none() {
+            r.problem("RELAY_V1_INTAKE=local takes unsigned pushes only on the admin socket, and RELAY_ADMIN_SOCKET is empty: set RELAY_ADMIN_SOCKET to a path, or RELAY_V1_INTAKE to public or off".to_owned());
+        }
         let mailbox = mailbox::read(&mut r);
         let ice = ice::read(&mut r);
         if !ice.has_provider() {

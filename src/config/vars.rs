@@ -246,7 +246,7 @@ vars! {
     RELAY_DRY_RUN, Apns, Some("false"), Bool,
         "`true`: without APNs credentials, log each forward (device hash, collapse prefix, payload size) instead of sending it, and answer forwarded.";
     RELAY_V1_INTAKE, Admin, Some("public"), Enum(&["public", "local", "off"]),
-        "Where unsigned v1 pushes are taken: `public` (`POST /`, as cronstable daemons post today), `local` (`POST /` answers 403 and only `POST /admin/v1/push` on the admin socket takes them), `off` (both answer 403).";
+        "Where unsigned v1 pushes are taken: `public` (`POST /`, as cronstable daemons post today), `local` (`POST /` answers 403 and only `POST /admin/v1/push` on the admin socket takes them), `off` (both answer 403). `local` needs the admin socket: with `RELAY_ADMIN_SOCKET` empty, or not creatable, start-up stops.";
     RELAY_V1_SUNSET, Admin, None, Text(1, 64),
         "An HTTP date (`Wed, 01 Jul 2027 00:00:00 GMT`), sent verbatim as `Sunset` on the admin socket's deprecated unsigned push.";
     RELAY_RECEIPT_TTL_S, Admin, Some("604800"), Int(331, 31_536_000),
@@ -258,7 +258,7 @@ vars! {
     RELAY_ADMIN_API_LISTEN, Admin, None, Addr,
         "Opt-in loopback TCP listener for the admin API (`127.0.0.1:9091`); anything but a loopback address stops start-up. Needs `RELAY_ADMIN_TOKEN_FILE`.";
     RELAY_ADMIN_TOKEN_FILE, Admin, None, Path,
-        "The admin API's bearer token over TCP; the file must be mode 0600 or 0400 and owned by the relay's user, else start-up stops.";
+        "The admin API's bearer token over TCP; the file must be mode 0600 or 0400, owned by the relay's user and not a symbolic link, else start-up stops.";
     RELAY_APPS, Mailbox, None, Text(1, 4096),
         "Apps served mailboxes, `;`-separated: `<app>` or `<app>:<option>,...`; options `push=<APNs topic>`, `signal`, `ice` (`chat:push=com.example.chat,signal,ice;notes`). Unset: every `/v1/...` path is 404.";
     RELAY_MAILBOX_IDLE_S, Mailbox, Some("2592000"), Int(1, 31_536_000),
