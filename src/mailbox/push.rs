@@ -253,13 +253,23 @@ fn key(bearer: &Bearer, id: &str, dir: Dir) -> LessSafeKey {
     LessSafeKey::new(UnboundKey::from(okm))
 }
 
-/// Seals a checked registration: nonce (12 bytes) then the AES-256-GCM ciphertext and tag.
+/// The plaintext of a sealed registration is padded with spaces (which JSON ignores) to a
+/// multiple of this: every registration a module takes (APNs or FCM, at the longest token,
+/// tag and alert allowed, about 1,800 bytes for FCM) seals to one size, so a copy of the
+/// store cannot tell the services (or the tokens' lengths) apart. Only a generic
+/// registration with long members takes a larger multiple.
+pub const SEALED_BLOCK: usize = 2048;
+
+/// Seals a checked registration: nonce (12 bytes) then the AES-256-GCM ciphertext (of the
+/// JSON padded to a multiple of [`SEALED_BLOCK`]) and tag.
 pub fn seal(bearer: &Bearer, id: &str, dir: Dir, registration: &Registration) -> Bytes {
     let mut nonce = [0u8; NONCE_LEN];
     SystemRandom::new()
         .fill(&mut nonce)
         .expect("the system's random source failed");
     let mut data = serde_json::to_vec(registration).expect("a registration serializes");
+    let padded = data.len().div_ceil(SEALED_BLOCK).max(1) * SEALED_BLOCK;
+    data.resize(padded, b' ');
     key(bearer, id, dir)
         .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::empty(), &mut data)
         .expect("AES-GCM seals any length the store holds");
@@ -331,10 +341,36 @@ mod tests {
             open(&bearer("Zq3k8r2mT1u0wQabcdefgX"), id, Dir::P2c, &sealed),
             None
         );
+        assert_eq!(sealed.len(), 12 + SEALED_BLOCK + 16);
         let mut tampered = sealed.to_vec();
         tampered[20] ^= 1;
         assert_eq!(open(&b, id, Dir::P2c, &tampered), None);
         assert_eq!(open(&b, id, Dir::P2c, b"short"), None);
+    }
+
+    /// Sealed, the shortest APNs registration and the longest FCM one (a 1024-character
+    /// token, the longest tag and a 160-character alert of 4-byte characters) are the same
+    /// size, and both open.
+    #[test]
+    fn sealed_registrations_do_not_tell_the_service() {
+        let b = bearer("Zq3k8r2mT1u0wQabcdefgh");
+        let apns: Registration = serde_json::from_value(serde_json::json!({
+            "service": "apns", "token": "ab".repeat(32), "environment": "production", "tag": "t"
+        }))
+        .unwrap();
+        let fcm: Registration = serde_json::from_value(serde_json::json!({
+            "service": "fcm", "token": "a".repeat(1024), "tag": "T".repeat(64),
+            "alert": "\u{1F600}".repeat(160)
+        }))
+        .unwrap();
+        assert!(matches!(fcm, Registration::Module(ByService::Fcm(_))));
+        let (a, f) = (
+            seal(&b, "abcdefghijklmnop", Dir::P2c, &apns),
+            seal(&b, "abcdefghijklmnop", Dir::P2c, &fcm),
+        );
+        assert_eq!(a.len(), f.len());
+        assert_eq!(open(&b, "abcdefghijklmnop", Dir::P2c, &a), Some(apns));
+        assert_eq!(open(&b, "abcdefghijklmnop", Dir::P2c, &f), Some(fcm));
     }
 
     /// The key is HKDF-SHA256 exactly as the spec writes it: checked against an HMAC-based
