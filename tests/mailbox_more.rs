@@ -421,3 +421,92 @@ async fn no_token_bearer_or_id_in_redis_logs_or_metrics() {
     }
     assert!(!logs.contains("the envelope bytes") && !logs.contains("sealed frame"));
 }
+
+/// A prune is bounded per script call: a direction of 100,000 envelopes pruned whole
+/// (`DELETE .../p2c?upto=100000`) is 100 script calls of at most 1,000 deletions each, and
+/// none holds Redis for 10 ms (Redis's slow log, at 10 ms, stays empty). Before, one call
+/// deleted all 100,000 at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_prune_never_holds_redis_long() {
+    let redis = RedisServer::start();
+    let h = Harness::with(
+        Options::default()
+            .var("REDIS_URL", &redis.url())
+            .var("RELAY_APPS", "chat")
+            .var("RELAY_MAILBOX_MAX_ENVELOPES", "100000"),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while h.admin("/readyz").await.status != 200 {
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let m = Mb::new(h.addr(), "chat", &mailbox_id(5), &bearer(5));
+    assert_eq!(m.claim().await, 201);
+    let d = ring::digest::digest(&ring::digest::SHA256, format!("chat/{}", m.id).as_bytes());
+    let name: String = d.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let (e, s) = (
+        format!("sealrelay:{{mb:{name}}}:e:p2c"),
+        format!("sealrelay:{{mb:{name}}}:s:p2c"),
+    );
+    // 100,000 envelopes, written straight into the direction's keys, 5,000 a call (so the
+    // filling does not stall the relay's own calls).
+    for from in (1..=100_000).step_by(5_000) {
+        let from = from.to_string();
+        redis.cli(&[
+            "EVAL",
+            "for i = tonumber(ARGV[1]), tonumber(ARGV[1]) + 4999 do redis.call('HSET', KEYS[1], i, 'x'); redis.call('ZADD', KEYS[2], i, i) end",
+            "2",
+            &e,
+            &s,
+            &from,
+        ]);
+    }
+    // (A store call that timed out during the filling makes the replica answer 503 until
+    // its next probe.)
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let head = m.call("HEAD", "/p2c", &[], Vec::new()).await;
+        if head.status == 204 {
+            assert_eq!(head.header("x-relay-count"), Some("100000"));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} {:?}",
+            head.status,
+            head.headers
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    redis.cli(&["CONFIG", "SET", "slowlog-log-slower-than", "10000"]);
+    redis.cli(&["SLOWLOG", "RESET"]);
+    redis.cli(&["CONFIG", "RESETSTAT"]);
+    let started = Instant::now();
+    let r = m.call("DELETE", "/p2c?upto=100000", &[], Vec::new()).await;
+    let took = started.elapsed();
+    assert_eq!(r.status, 204, "{}", r.body);
+    assert_eq!(redis.cli(&["ZCARD", &s]).trim(), "0");
+    assert_eq!(redis.cli(&["EXISTS", &e]).trim(), "0");
+    let slow = redis.cli(&["SLOWLOG", "GET", "10"]);
+    assert_eq!(
+        redis.cli(&["SLOWLOG", "LEN"]).trim(),
+        "0",
+        "a call held Redis 10 ms or more: {slow}"
+    );
+    let stats = redis.cli(&["INFO", "commandstats"]);
+    let evalsha = stats
+        .lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .expect("the prune's script calls");
+    let calls: u64 = evalsha
+        .split(['=', ','])
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap();
+    assert!(calls >= 100, "{evalsha}");
+    println!("prune of 100,000 envelopes: {took:?} in all; {evalsha}");
+}

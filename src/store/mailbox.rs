@@ -197,6 +197,10 @@ pub struct Limits {
     pub max_envelopes: usize,
 }
 
+/// The most envelopes one prune call removes: a prune of a whole direction (up to
+/// 100,000 envelopes) is as many short script calls, none of which holds Redis long.
+pub const PRUNE_BATCH: usize = 1000;
+
 /// The most stored bytes one list answer carries.
 pub const LIST_MAX_BYTES: usize = 1 << 20;
 
@@ -239,8 +243,17 @@ pub enum Op {
         /// The direction.
         dir: Dir,
     },
-    /// Removes every envelope with seq at most `upto`.
+    /// Removes the envelopes with seq at most `upto`, at most [`PRUNE_BATCH`] of them (the
+    /// lowest): [`Answer::More`] when some are left, for [`Op::PruneMore`].
     Prune {
+        /// The direction.
+        dir: Dir,
+        /// Inclusive upper bound.
+        upto: u64,
+    },
+    /// Goes on with a prune that answered [`Answer::More`]: like [`Op::Prune`], without a
+    /// bucket token (the prune paid one).
+    PruneMore {
         /// The direction.
         dir: Dir,
         /// Inclusive upper bound.
@@ -320,6 +333,7 @@ impl Op {
             | Op::Ping { .. }
             | Op::Unping { .. }
             | Op::Check
+            | Op::PruneMore { .. }
             | Op::SignalClose { .. } => None,
         }
     }
@@ -405,6 +419,8 @@ pub enum Answer {
     Done,
     /// A watch opened, or a check found the claim: the claim's generation.
     Opened(u64),
+    /// A prune removed a batch and more envelopes at or below its bound are left.
+    More,
     /// A signal socket opened: its side's frame bucket and the claim's generation.
     Frames {
         /// The frame bucket's arrival time, us (0 when full).
@@ -527,10 +543,22 @@ fn apply(current: &mut Mailbox, bearer: &str, op: &Op, now_ms: i64, limits: Limi
                 count: d.envelopes.len() as u64,
             }
         }
-        Op::Prune { dir, upto } => {
+        Op::Prune { dir, upto } | Op::PruneMore { dir, upto } => {
             let d = &mut current.dirs[dir.index()];
-            d.envelopes = d.envelopes.split_off(&upto.saturating_add(1));
-            Answer::Done
+            let gone: Vec<u64> = d
+                .envelopes
+                .range(..=*upto)
+                .take(PRUNE_BATCH)
+                .map(|(seq, _)| *seq)
+                .collect();
+            for seq in gone {
+                d.envelopes.remove(&seq);
+            }
+            if d.envelopes.range(..=*upto).next().is_some() {
+                Answer::More
+            } else {
+                Answer::Done
+            }
         }
         Op::Register { dir, sealed } => {
             current.dirs[dir.index()].registration = Some(sealed.clone());

@@ -1316,6 +1316,7 @@ fn mop() -> impl Strategy<Value = (u8, i64, MOp)> {
         2 => (dir.clone(), 1u64..8).prop_map(|(dir, seq)| MOp::Get { dir, seq }),
         1 => dir.clone().prop_map(|dir| MOp::Head { dir }),
         1 => (dir.clone(), 0u64..8).prop_map(|(dir, upto)| MOp::Prune { dir, upto }),
+        1 => (dir.clone(), 0u64..8).prop_map(|(dir, upto)| MOp::PruneMore { dir, upto }),
         2 => (dir.clone(), sealed.clone()).prop_map(|(dir, sealed)| MOp::Register { dir, sealed }),
         1 => dir.clone().prop_map(|dir| MOp::Unregister { dir }),
         1 => (dir.clone(), sealed).prop_map(|(dir, sealed)| MOp::Forget { dir, sealed }),

@@ -18,7 +18,7 @@
 --          2 throttled, 3 no registration, 4 send), 6 same, 7 conflict, 8 full,
 --          {9, last, more, seq, data, ...} listed, {10, data or false} got,
 --          {11, last, count} head, 12 done, {13, frame bucket arrival time, generation}
---          signal open, {14, generation} watch open or check.
+--          signal open, {14, generation} watch open or check, 15 pruned a batch, more left.
 local op, bearer, now, idle = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local meta = KEYS[1]
 local MAX_LIST_BYTES = 1048576
@@ -131,11 +131,15 @@ elseif op == 'get' then
 elseif op == 'head' then
   local _, s = dir_keys(ARGV[7])
   return {11, last_of(s), redis.call('ZCARD', s)}
-elseif op == 'prune' then
+elseif op == 'prune' or op == 'prunemore' then
+  -- At most PRUNE_BATCH (the lowest) per call, so no call holds Redis long; 15: more left.
   local e, s = dir_keys(ARGV[7])
-  local gone = redis.call('ZRANGE', s, '-inf', ARGV[8], 'BYSCORE')
-  for _, seq in ipairs(gone) do redis.call('HDEL', e, seq) end
-  redis.call('ZREMRANGEBYSCORE', s, '-inf', ARGV[8])
+  local gone = redis.call('ZRANGE', s, '-inf', ARGV[8], 'BYSCORE', 'LIMIT', 0, 1000)
+  if #gone > 0 then
+    redis.call('HDEL', e, unpack(gone))
+    redis.call('ZREM', s, unpack(gone))
+  end
+  if redis.call('ZCOUNT', s, '-inf', ARGV[8]) > 0 then return {15} end
   return {12}
 elseif op == 'register' then
   redis.call('HSET', meta, 'r:' .. ARGV[7], ARGV[8])

@@ -120,6 +120,10 @@ impl RedisMailboxes {
             Op::Prune { dir, upto } => {
                 ("prune", vec![dir.as_str().into(), upto.to_string().into()])
             }
+            Op::PruneMore { dir, upto } => (
+                "prunemore",
+                vec![dir.as_str().into(), upto.to_string().into()],
+            ),
             Op::Register { dir, sealed } => (
                 "register",
                 vec![dir.as_str().into(), Value::Bytes(sealed.clone())],
@@ -207,6 +211,7 @@ impl RedisMailboxes {
                 generation: reply.get(2).and_then(int_of).ok_or_else(bad)?,
             },
             14 => Answer::Opened(reply.get(1).and_then(int_of).ok_or_else(bad)?),
+            15 => Answer::More,
             _ => return Err(bad()),
         })
     }
