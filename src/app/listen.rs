@@ -3,6 +3,10 @@
 //! upgrades (the mailbox's WebSockets), and graceful shutdown (stop accepting, let
 //! in-flight requests finish; upgraded sockets are closed by their own front-end).
 //!
+//! Every connection's writes have a deadline ([`WriteDeadline`]): a write that makes no
+//! progress for the stall limit fails, and the connection with it, so a client that stops
+//! reading (an event stream's, a socket's) cannot hold it and what it pins.
+//!
 //! hyper-util's `GracefulShutdown` does not watch an HTTP/1 connection with upgrades, so
 //! this does what it does: every connection holds a receiver of one watch channel; at stop
 //! each is told to finish its current request and close, and the listener waits until
@@ -17,6 +21,7 @@ pub(super) async fn serve_public(
     listener: TcpListener,
     app: axum::Router,
     header_timeout: Duration,
+    write_stall: Duration,
     mut stop: watch::Receiver<bool>,
 ) {
     use hyper_util::rt::{TokioIo, TokioTimer};
@@ -48,7 +53,7 @@ pub(super) async fn serve_public(
                 app.clone().oneshot(req.map(axum::body::Body::new))
             });
         let conn = http
-            .serve_connection(TokioIo::new(tcp), svc)
+            .serve_connection(TokioIo::new(WriteDeadline::new(tcp, write_stall)), svc)
             .with_upgrades();
         let closing = connections.clone();
         tokio::spawn(async move {
@@ -76,5 +81,144 @@ pub(super) async fn wait_for(mut rx: watch::Receiver<bool>) {
         if rx.changed().await.is_err() {
             return;
         }
+    }
+}
+
+/// An I/O whose writes fail (`TimedOut`) once one has waited `limit` without progress: the
+/// peer stopped reading and the kernel's buffers are full.
+#[derive(Debug)]
+pub(crate) struct WriteDeadline<T> {
+    io: T,
+    limit: Duration,
+    /// Set when a write first waits; cleared by any progress.
+    stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteDeadline<T> {
+    pub(crate) fn new(io: T, limit: Duration) -> Self {
+        Self {
+            io,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// After the inner write answered `Pending`: `Pending` still, or the error once the
+    /// deadline passed.
+    fn waiting<R>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<R>> {
+        use std::future::Future;
+        let limit = self.limit;
+        let sleep = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match sleep.as_mut().poll(cx) {
+            std::task::Poll::Ready(()) => std::task::Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the peer has not read for the write deadline",
+            ))),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteDeadline<T> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<T> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match std::pin::Pin::new(&mut self.io).poll_write(cx, buf) {
+            std::task::Poll::Pending => self.waiting(cx),
+            done => {
+                self.stalled = None;
+                done
+            }
+        }
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs) {
+            std::task::Poll::Pending => self.waiting(cx),
+            done => {
+                self.stalled = None;
+                done
+            }
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match std::pin::Pin::new(&mut self.io).poll_flush(cx) {
+            std::task::Poll::Pending => self.waiting(cx),
+            done => {
+                self.stalled = None;
+                done
+            }
+        }
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A peer that reads nothing: writes fill the pipe, then wait, then fail once the
+    /// deadline passes; a peer that reads in time keeps the connection.
+    #[tokio::test]
+    async fn a_write_that_waits_past_the_deadline_fails() {
+        let (near, far) = tokio::io::duplex(1024);
+        let mut guarded = WriteDeadline::new(near, Duration::from_millis(200));
+        guarded.write_all(&[1u8; 1024]).await.unwrap();
+        let started = tokio::time::Instant::now();
+        let e = guarded.write_all(&[2u8; 10]).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= Duration::from_millis(200));
+
+        let (near, mut far2) = tokio::io::duplex(1024);
+        let mut guarded = WriteDeadline::new(near, Duration::from_millis(200));
+        let reader = tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            let mut total = 0;
+            while total < 8 * 1024 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                total += far2.read(&mut buf).await.unwrap();
+            }
+            total
+        });
+        // 8 KiB through a 1 KiB pipe read every 50 ms: every wait is shorter than 200 ms.
+        guarded.write_all(&[3u8; 8 * 1024]).await.unwrap();
+        assert_eq!(reader.await.unwrap(), 8 * 1024);
+        drop(far);
     }
 }

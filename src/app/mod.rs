@@ -347,6 +347,9 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         Configured::Apns(a) => tracing::info!(topic = %a.topic, environment = ?cfg.core.environment, "APNs delivery configured"),
     }
     let header_timeout = cfg.v1.header_timeout;
+    // A connection whose writes make no progress for two ping intervals is cut: a client
+    // that stopped reading an event stream (or anything else) holds nothing for longer.
+    let write_stall = cfg.mailbox.sockets.ping * 2;
     let app = App::build(cfg, clock)?;
     let health = Arc::new(Health::default());
     let stop = app.stop.clone();
@@ -356,6 +359,7 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         listener,
         app.public_router(),
         header_timeout,
+        write_stall,
         stop_rx.clone(),
     );
     let admin_srv = axum::serve(

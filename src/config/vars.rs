@@ -272,7 +272,7 @@ vars! {
     RELAY_MAX_SOCKETS, Mailbox, Some("20000"), Int(1, 1_000_000),
         "WebSockets (watch and signal) open at once on one replica; one more is answered 503 `unavailable` with `Retry-After: 1`.";
     RELAY_SOCKET_PING_S, Mailbox, Some("30"), Int(1, 300),
-        "Seconds between the WebSocket Pings the relay sends on every watch and signal socket; a socket from which nothing (no frame, no Pong) arrived for twice this is closed with 1001.";
+        "Seconds between the WebSocket Pings the relay sends on every watch and signal socket; a socket from which nothing (no frame, no Pong) arrived for twice this is closed with 1001, and a public connection whose writes make no progress for twice this is closed.";
     RELAY_SIGNAL_BUFFER_BYTES, Mailbox, Some("1048576"), Int(65_536, 67_108_864),
         "Bytes of frames a signal socket may have waiting to be sent to its client; a receiver over it (one that stopped reading) is closed with 1008.";
     FCM_SERVICE_ACCOUNT_FILE, Mailbox, None, Path,

@@ -61,7 +61,7 @@ pub struct Mailboxes {
     pub(super) modules: push::Modules,
     pub(super) ice: Option<ice::Ice>,
     pub(super) stop: stop_watch::Receiver<bool>,
-    pub(super) places: Arc<super::socket::Places>,
+    pub(super) places: Arc<super::places::Places>,
 }
 
 impl std::fmt::Debug for Mailboxes {
@@ -85,7 +85,7 @@ impl Mailboxes {
         stop: stop_watch::Receiver<bool>,
     ) -> Self {
         let places =
-            super::socket::Places::new(settings.sockets.per_mailbox, settings.sockets.per_replica);
+            super::places::Places::new(settings.sockets.per_mailbox, settings.sockets.per_replica);
         Self {
             places,
             settings,

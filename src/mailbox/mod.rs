@@ -34,6 +34,7 @@ pub mod error;
 mod front;
 pub mod ice;
 pub mod path;
+mod places;
 pub mod push;
 pub mod query;
 pub mod route;

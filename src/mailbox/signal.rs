@@ -452,8 +452,8 @@ impl Session {
                 }},
                 _ = pings.tick() => {
                     // Once a ping interval, the store says whether the claim is still there.
-                    if let Some(close) = super::watch::claim_gone(&self.m, &self.name, &self.bearer, self.generation).await {
-                        return End::Closed(close);
+                    if super::socket::claim_gone(&self.m, &self.name, &self.bearer, self.generation).await {
+                        return End::Closed(Close::Policy);
                     }
                     if out.send(Message::Ping(Bytes::new())) == Queued::Gone {
                         return End::Left;

@@ -33,7 +33,7 @@ use super::error::MailboxError;
 use super::front::Mailboxes;
 use super::path::{self, Target};
 use super::signal::Close;
-use super::socket::{accept, Liveness};
+use super::socket::{accept, claim_gone, Liveness};
 use crate::store::fanout::Subscription;
 use crate::store::mailbox::{Answer, Dir, MailboxEvent, Name, Op};
 
@@ -147,22 +147,6 @@ struct Claim {
     generation: u64,
 }
 
-/// Whether the claim a socket opened under is still there, by the store: `Some` close when
-/// it is gone (1008: idle expiry, or an erase whose message was lost; also a new claim of
-/// the same id). A store that does not answer keeps the socket (checked again next time).
-pub(super) async fn claim_gone(
-    m: &Mailboxes,
-    name: &Name,
-    bearer: &Bearer,
-    generation: u64,
-) -> Option<Close> {
-    match m.run(name, bearer, &Op::Check).await {
-        Ok(Answer::Opened(g)) if g == generation => None,
-        Ok(_) | Err(MailboxError::NotFound | MailboxError::Forbidden) => Some(Close::Policy),
-        Err(_) => None,
-    }
-}
-
 async fn serve(
     m: &Mailboxes,
     claim: &Claim,
@@ -216,8 +200,9 @@ async fn serve(
             }},
             _ = pings.tick() => {
                 // Once a ping interval, the store says whether the claim is still there.
-                if let Some(close) = claim_gone(m, name, bearer, claim.generation).await {
-                    let _ = tokio::time::timeout(live.write_timeout(), close.send(socket)).await;
+                if claim_gone(m, name, bearer, claim.generation).await {
+                    let close = Close::Policy.send(socket);
+                    let _ = tokio::time::timeout(live.write_timeout(), close).await;
                     return;
                 }
                 let ping = socket.send(Message::Ping(bytes::Bytes::new()));

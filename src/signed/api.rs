@@ -47,6 +47,10 @@ use crate::store::{Store, StoreError};
 
 /// How often an open event stream sends a `: keepalive` comment.
 const KEEPALIVE: Duration = Duration::from_secs(15);
+/// An event stream whose client has taken nothing for this long (its buffer of 64 events
+/// full) ends: its task and subscription are not held by a client that stopped reading.
+/// (The connection itself is cut by the listener's write deadline.)
+const STREAM_STALL: Duration = Duration::from_secs(30);
 /// How often an open event stream of a pending push checks for abandoned targets.
 const ABANDON_CHECK: Duration = Duration::from_secs(1);
 
@@ -828,7 +832,7 @@ async fn stream_events(
                             gap = true;
                             break;
                         }
-                        if tx.send(sse(e)).await.is_err() {
+                        if tx.send_timeout(sse(e), STREAM_STALL).await.is_err() {
                             return;
                         }
                         last = e.sequence;
@@ -885,7 +889,7 @@ enum Sent {
 async fn send_from(tx: &tokio::sync::mpsc::Sender<SseEvent>, r: &Receipt, last: &mut u64) -> Sent {
     let from = *last;
     for e in r.events.iter().filter(|e| e.sequence > from) {
-        if tx.send(sse(e)).await.is_err() {
+        if tx.send_timeout(sse(e), STREAM_STALL).await.is_err() {
             return Sent::Ended;
         }
         *last = e.sequence;
