@@ -1027,3 +1027,59 @@ async fn reads_are_authorised_by_the_key_the_push_was_made_under() {
         redis.cli(&["FLUSHALL"]);
     }
 }
+
+/// The event stream checks its signed read before it subscribes: 30 event-stream requests
+/// refused (no signature: 401; an unknown signer, or a signer that did not make the push:
+/// 403; a push nobody made: 404) leave Redis's shard channels as they were; an accepted
+/// stream subscribes, and hands the subscription back once it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_event_streams_leave_no_subscription() {
+    let redis = RedisServer::start();
+    let r = SignedRelay::start(Options::default().var("REDIS_URL", &redis.url())).await;
+    let (ops, other) = (Signer::new("ops"), Signer::new("other"));
+    r.enroll(&ops, &[TOPIC]).await;
+    r.enroll(&other, &[TOPIC]).await;
+    let now = Clock::System.now_ms();
+    let made = r
+        .push(&ops.sign(ops.request(&rid(1), &devices(0..1), now)))
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let channels = || {
+        let mut v: Vec<String> = redis
+            .cli(&["PUBSUB", "SHARDCHANNELS"])
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect();
+        v.sort();
+        v
+    };
+    let before = channels();
+    let stranger = Signer::new("stranger");
+    for n in 0..10u64 {
+        let path = format!("/v2/pushes/{}/events", rid(1));
+        let anonymous = r.h.request("GET", &path, Vec::new()).await;
+        assert_error(&anonymous, 401, "unauthorized");
+        let now = Clock::System.now_ms();
+        assert_error(&r.read(&stranger, &path, now).await, 403, "unknown_signer");
+        assert_error(&r.read(&other, &path, now).await, 403, "forbidden");
+        let missing = format!("/v2/pushes/{}/events", rid(100 + n));
+        assert_error(&r.read(&ops, &missing, now).await, 404, "not_found");
+    }
+    assert_eq!(channels(), before, "a refused stream subscribed");
+    // The push is settled: its stream sends what there is and ends, releasing its channel.
+    let done = r
+        .read(
+            &ops,
+            &format!("/v2/pushes/{}/events", rid(1)),
+            Clock::System.now_ms(),
+        )
+        .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert!(done.body.contains("event: settled"), "{}", done.body);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while channels() != before {
+        assert!(Instant::now() < deadline, "{:?}", channels());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

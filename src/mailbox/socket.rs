@@ -210,23 +210,31 @@ impl Outbox {
             let shared = shared.clone();
             tokio::spawn(async move {
                 loop {
-                    let next = {
+                    // Everything waiting, written at once and flushed once: a burst of frames
+                    // costs one wake-up and one flush, not one each.
+                    let batch = {
                         let mut p = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
-                        match p.messages.pop_front() {
-                            Some(m) => Some(m),
-                            None if p.finished => return,
-                            None => None,
+                        if p.messages.is_empty() && p.finished {
+                            return;
                         }
+                        std::mem::take(&mut p.messages)
                     };
-                    let Some(m) = next else {
+                    if batch.is_empty() {
                         shared.wake.notified().await;
                         continue;
-                    };
-                    let (len, closing) = (
-                        message_len(&m),
-                        matches!(m, axum::extract::ws::Message::Close(_)),
-                    );
-                    if sink.send(m).await.is_err() || closing {
+                    }
+                    let mut written = 0;
+                    let mut ended = false;
+                    for m in batch {
+                        written += message_len(&m);
+                        let closing = matches!(m, axum::extract::ws::Message::Close(_));
+                        if sink.feed(m).await.is_err() || closing {
+                            ended = true;
+                            break;
+                        }
+                    }
+                    if ended || sink.flush().await.is_err() {
+                        let _ = sink.flush().await;
                         let mut p = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
                         p.gone = true;
                         p.messages.clear();
@@ -234,7 +242,7 @@ impl Outbox {
                         return;
                     }
                     let mut p = shared.pending.lock().unwrap_or_else(|p| p.into_inner());
-                    p.bytes = p.bytes.saturating_sub(len);
+                    p.bytes = p.bytes.saturating_sub(written);
                 }
             })
         };
@@ -257,9 +265,13 @@ impl Outbox {
             return Queued::Full;
         }
         p.bytes += len;
+        let was_empty = p.messages.is_empty();
         p.messages.push_back(m);
         drop(p);
-        self.shared.wake.notify_one();
+        // A writer busy with a batch takes this one next without being woken.
+        if was_empty {
+            self.shared.wake.notify_one();
+        }
         Queued::Yes
     }
 
