@@ -608,3 +608,21 @@ fn every_variable_a_reader_names_in_prose_is_one_it_reads() {
     }
     assert!(unknown.is_empty(), "{unknown:?}");
 }
+
+#[test]
+fn redis_urls_of_another_scheme_or_with_a_raw_password_are_refused() {
+    let e = errors(&[("REDIS_URL", "http://x")]);
+    assert!(
+        e.contains("REDIS_URL") && e.contains("\"http\"") && e.contains("rediss"),
+        "{e}"
+    );
+    let e = errors(&[("REDIS_URL", "ftp://x")]);
+    assert!(e.contains("REDIS_URL") && e.contains("\"ftp\""), "{e}");
+    let e = errors(&[("REDIS_URL", "redis://:Zm9v/YmFy+cXV4=@redis:6379/0")]);
+    assert!(
+        e.contains("REDIS_URL") && e.contains("percent-encode"),
+        "{e}"
+    );
+    assert!(!e.contains("Zm9v"), "the password is repeated: {e}");
+    assert!(load(&[("REDIS_URL", "redis://:Zm9v%2FYmFy%2BcXV4%3D@redis:6379/0")]).is_ok());
+}
