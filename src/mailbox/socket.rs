@@ -1,5 +1,5 @@
 //! What a mailbox socket may hold, shared by [`super::watch`] and [`super::signal`]: the
-//! checks of its upgrade, caller first ([`accept`]), its place on the replica ([`Places`])
+//! checks of its upgrade, caller first ([`accept`]), its place on the replica ([`Place`])
 //! and its liveness ([`Liveness`]).
 
 use std::sync::Arc;
