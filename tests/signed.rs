@@ -607,9 +607,13 @@ async fn the_store_away_is_503_even_while_v1_degrades() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // The push answered 503 while the store was away was not decided in this replica's
+    // memory; its replica settles it in the background once the store answers again (a
+    // reply that did not arrive is not a command that did not run), so by now it was sent
+    // once or not yet, never twice.
     assert!(
-        r.h.prod.received_for(&device(1)).is_empty(),
-        "the refused push was not sent"
+        r.h.prod.received_for(&device(1)).len() <= 1,
+        "the refused push was sent more than once"
     );
 }
 
