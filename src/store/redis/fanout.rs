@@ -143,13 +143,12 @@ impl RedisFanout {
                 let mut first = true;
                 while reconnects.recv().await.is_ok() {
                     if first {
-                        // The first connection is not a reconnection.
+                        // The first connection is not a reconnection: nothing was missed,
+                        // since a subscription asked for before it waits for it and is made
+                        // on it (telling sockets to resync would make a watch opened in the
+                        // relay's first moments send a head it has no reason to).
                         first = false;
-                        if subscriber.tracked_channels().is_empty()
-                            && subscriber.tracked_shard_channels().is_empty()
-                        {
-                            continue;
-                        }
+                        continue;
                     }
                     // Until every channel is subscribed again (a refused or timed-out
                     // SUBSCRIBE is tried again, 100 ms doubling to 2 s): a subscriber that
