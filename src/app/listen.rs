@@ -103,13 +103,18 @@ impl<T> WriteDeadline<T> {
         }
     }
 
-    /// After the inner write answered `Pending`: `Pending` still, or the error once the
-    /// deadline passed.
-    fn waiting<R>(
+    /// What the inner write answered, with the deadline applied: any answer but `Pending`
+    /// is progress (the deadline is forgotten); `Pending` starts it, or fails once it passed.
+    fn progress<R>(
         &mut self,
         cx: &mut std::task::Context<'_>,
+        inner: std::task::Poll<std::io::Result<R>>,
     ) -> std::task::Poll<std::io::Result<R>> {
         use std::future::Future;
+        if inner.is_ready() {
+            self.stalled = None;
+            return inner;
+        }
         let limit = self.limit;
         let sleep = self
             .stalled
@@ -140,13 +145,8 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<T
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        match std::pin::Pin::new(&mut self.io).poll_write(cx, buf) {
-            std::task::Poll::Pending => self.waiting(cx),
-            done => {
-                self.stalled = None;
-                done
-            }
-        }
+        let r = std::pin::Pin::new(&mut self.io).poll_write(cx, buf);
+        self.progress(cx, r)
     }
 
     fn poll_write_vectored(
@@ -154,13 +154,8 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<T
         cx: &mut std::task::Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        match std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs) {
-            std::task::Poll::Pending => self.waiting(cx),
-            done => {
-                self.stalled = None;
-                done
-            }
-        }
+        let r = std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.progress(cx, r)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -171,13 +166,8 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<T
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        match std::pin::Pin::new(&mut self.io).poll_flush(cx) {
-            std::task::Poll::Pending => self.waiting(cx),
-            done => {
-                self.stalled = None;
-                done
-            }
-        }
+        let r = std::pin::Pin::new(&mut self.io).poll_flush(cx);
+        self.progress(cx, r)
     }
 
     fn poll_shutdown(

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{FromRequestParts, Request};
 
+pub(crate) use super::places::{Full, Place};
+
 use super::auth::{self, Bearer};
 use super::error::MailboxError;
 use super::front::Mailboxes;
@@ -34,8 +36,6 @@ impl Kind {
         }
     }
 }
-
-pub(crate) use super::places::{Full, Place};
 
 /// A checked upgrade: the upgrade ready to take, the store's answer, the bearer, the
 /// socket's place on this replica, the subscription to the mailbox's channel.

@@ -100,11 +100,9 @@ async fn sent(found: Resync, socket: &mut WebSocket, last_sent: &mut u64) -> boo
     }
 }
 
-/// The longest text message a watch takes (clients send only `ping`); a longer one closes
-/// with 1003.
-const MAX_MESSAGE: usize = 4096;
-/// What tungstenite reads before it gives up on a message: above [`MAX_MESSAGE`], so a
-/// longer message is read and answered with a close frame rather than a dropped connection.
+/// What tungstenite reads before it gives up on a message: far above the contract's 4096
+/// bytes (clients send only `ping`, and any other text is 1003 whatever its length), so a
+/// long message is read and answered with a close frame rather than a dropped connection.
 const READ_LIMIT: usize = 64 * 1024;
 /// How often a socket writes its foreground mark at most.
 const PING_WRITE_EVERY: Duration = Duration::from_secs(1);
@@ -183,10 +181,6 @@ async fn serve(
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                 // Anything but `ping`, of any length up to the read limit, is 1003.
-                Some(Ok(Message::Text(t))) if t.len() > MAX_MESSAGE => {
-                    Close::Unsupported.send(socket).await;
-                    return;
-                }
                 Some(Ok(Message::Text(_) | Message::Binary(_))) => {
                     Close::Unsupported.send(socket).await;
                     return;

@@ -335,7 +335,7 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<(Code, Response), ApiEr
     let owner = receipts::owner_token();
     // The receipt records the key the push was verified under, not only its id: a key id
     // enrolled again with another key reads none of the old key's receipts.
-    let by = receipt::recorded_signer(push.signer_key_id(), &known.key);
+    let by = known.recorded.clone();
     let began = Instant::now();
     let begun = match s.begin(&push, &topic, &owner, &by, now).await {
         Ok(b) => b,
@@ -668,7 +668,7 @@ async fn authenticate_read(
     verified(auth.verify(&known.key, "GET", path_and_query))?;
     let now = s.now_ms();
     sig::check_fresh(auth.ts_ms(), now.max(0) as u64).map_err(|_| ApiError::stale("ts"))?;
-    Ok(receipt::recorded_signer(auth.key_id(), &known.key))
+    Ok(known.recorded.clone())
 }
 
 /// Push `id`'s receipt, for the signer `by` (as [`receipt::recorded_signer`] writes it) that

@@ -32,6 +32,8 @@ pub struct Known {
     pub signer: Signer,
     /// Its parsed public key.
     pub key: PublicKey,
+    /// The signer as receipts record it (key id and key), computed once per load.
+    pub recorded: String,
 }
 
 #[derive(Debug, Clone)]
@@ -83,7 +85,11 @@ impl Signers {
         let generation = self.generation.load(Ordering::SeqCst);
         let loaded = self.store.signers().get(key_id).await?;
         let known = loaded.and_then(|signer| match PublicKey::from_base64(&signer.public_key) {
-            Ok(key) => Some(Arc::new(Known { signer, key })),
+            Ok(key) => Some(Arc::new(Known {
+                recorded: super::receipt::recorded_signer(key_id, &key),
+                signer,
+                key,
+            })),
             Err(_) => {
                 tracing::error!(
                     key_id,

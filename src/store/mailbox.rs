@@ -619,7 +619,7 @@ impl MemoryMailboxes {
     /// Applies one request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer`: the
     /// answer, and the generation of the claim it applied to (0 when none), for the event
     /// it publishes.
-    pub fn apply_in(
+    fn apply_in(
         &self,
         name: &Name,
         bearer: &str,
