@@ -541,6 +541,17 @@ def check_schema_refusals(c: Check, rows: list) -> None:
         "env as a list": {"env": [{"name": "RELAY_LOG_FORMAT", "value": "json"}]},
         "a short queue key": {"redis": {"queueKey": {"value": "short"}}},
         "PDB maxUnavailable as a word": {"podDisruptionBudget": {"maxUnavailable": "one"}},
+        "env with an unknown relay variable (RELAY_DEDUP_WINDOW)": {"env": {"RELAY_DEDUP_WINDOW": 60}},
+        "env with an unknown OTEL_ variable": {"env": {"OTEL_EXPORTER_OTLP_INSECURE": "true"}},
+        "env with an unknown REDIS_ variable": {"env": {"REDIS_HOST": "redis"}},
+        "env with a secret (REDIS_URL)": {"env": {"REDIS_URL": "redis://redis:6379"}},
+        "env with a credential in a URL": {"env": {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://u:pw@collector:4318"}},
+        "a tracing endpoint with a credential": {"tracing": {"otlpEndpoint": "https://u:pw@collector:4318"}},
+        "extraEnv with a secret from a ConfigMap": {"extraEnv": [
+            {"name": "RELAY_QUEUE_KEY", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]},
+        "extraEnv with a secret as a literal value": {"extraEnv": [{"name": "REDIS_URL", "value": "redis://r"}]},
+        "three replicas without Redis": {"replicaCount": 3},
+        "autoscaling without Redis": {"autoscaling": {"enabled": True}},
     }
     # One out-of-kind value for every mapped variable: each constraint is enforced.
     for name, path in sorted(paths.items()):
@@ -567,6 +578,21 @@ def check_schema_refusals(c: Check, rows: list) -> None:
         err = refused(values)
         if err:
             c.error(f"{label} is refused: {err}")
+    # What must pass: unknown names outside the relay's prefixes, an @ past the authority,
+    # a Secret for a secret, and more than one replica with Redis (by URL, Secret or extraEnv).
+    good: dict[str, dict] = {
+        "env with other programs' names": {"env": {"TZ": "UTC", "RUST_LOG": "info"}},
+        "env with an @ in a URL's path": {"env": {"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c:4318/a@b"}},
+        "extraEnv with a secret from a Secret": {"extraEnv": [
+            {"name": "RELAY_QUEUE_KEY", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]},
+        "three replicas with redis.url": {"replicaCount": 3, "redis": {"url": "redis://redis:6379"}},
+        "three replicas with REDIS_URL from a Secret": {"replicaCount": 3, "extraEnv": [
+            {"name": "REDIS_URL", "valueFrom": {"secretKeyRef": {"name": "s", "key": "url"}}}]},
+    }
+    for label, values in good.items():
+        err = refused(values)
+        if err:
+            c.error(f"{label} is refused: {err.splitlines()[0]}")
     c.note(f"{len(bad)} bad values refused by the schema ({len(paths)} generated from the variables' kinds)")
 
 

@@ -125,6 +125,36 @@ EXTRA_SECRET_VARS: dict[str, str] = {
     "REDIS_URL": "a Redis URL carries the password (redis://:password@host)",
 }
 
+# Name prefixes of the relay's variables: under `env`, a name with one of them must be a
+# variable the relay reads (a typo such as RELAY_DEDUP_WINDOW is refused, not left to one
+# WARN in the pod's log).
+ENV_PREFIXES = ["RELAY", "APNS", "FCM", "OTEL", "REDIS"]
+# The first entry of the list of allowed names an unknown one is refused with, so the
+# validator's message starts by saying what is wrong.
+UNKNOWN_NAME = "(not a variable the relay reads; `sealrelay --help` lists every one)"
+
+# More than one replica needs Redis. The templates `fail` too, but `helm lint` only logs a
+# template's `fail`; the schema refuses it in lint, template and install alike. (The
+# validator reports a `then` of `required` as "missing property '<name>'", so the name is
+# the message.)
+_BLANK = {"enum": ["", None]}
+REPLICA_GUARD = {
+    "if": {"allOf": [
+        {"anyOf": [
+            {"properties": {"replicaCount": {"type": "integer", "minimum": 2}}, "required": ["replicaCount"]},
+            {"properties": {"autoscaling": {"properties": {"enabled": {"const": True}}, "required": ["enabled"]}},
+             "required": ["autoscaling"]},
+        ]},
+        {"properties": {"redis": {"properties": {"url": _BLANK, "existingSecret": _BLANK}}}},
+        {"not": {"properties": {"extraEnv": {"type": "array", "contains": {
+            "type": "object", "properties": {"name": {"const": "REDIS_URL"}}, "required": ["name"]}}},
+            "required": ["extraEnv"]}},
+    ]},
+    "then": {"required": ["(more than one replica, replicaCount > 1 or autoscaling.enabled, needs Redis: "
+                          "set redis.url or redis.existingSecret; without it every replica keeps its own "
+                          "policy state and duplicates are not coalesced)"]},
+}
+
 # Values the chart stores in its own Secret (never the ConfigMap), for trials: marked
 # writeOnly and "Sensitive" in the schema. Production points the matching existingSecret at
 # a Secret managed outside the chart. (Each object's key in the chart's Secret is in
@@ -378,7 +408,11 @@ def kind_schema(kind: str) -> dict:
         return {"type": "string", "pattern": r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):[0-9]{1,5}$"}
     if head == "url" and arg in URL_SCHEMES:
         alts = "|".join(URL_SCHEMES[arg])
-        return {"type": "string", "pattern": rf"^({alts})://[^\s/?#]+\S*$"}
+        if arg == "redis":
+            return {"type": "string", "pattern": rf"^({alts})://[^\s/?#]+\S*$"}
+        # No user information (user:password@host): a credential would land in the
+        # ConfigMap; it goes in a headers variable, from a Secret.
+        return {"type": "string", "pattern": rf"^({alts})://[^\s/?#@]+([/?#]\S*)?$"}
     if head == "string":
         lo, hi = _range(kind, arg, int)
         s = {"type": "string", "maxLength": hi}
@@ -541,24 +575,53 @@ def build_schema(vars_: list[Var], values_text: str) -> dict:
                     "type": "object", "required": ["name"],
                     "properties": {"name": {"type": "string", "minLength": 1}},
                     "if": {"properties": {"name": {"enum": secrets}}, "required": ["name"]},
+                    # Neither a literal value (written into the Deployment) nor a
+                    # configMapKeyRef (a ConfigMap): a Secret.
                     "then": {"not": {"required": ["value"]},
+                             "required": ["valueFrom"],
+                             "properties": {"valueFrom": {"type": "object", "required": ["secretKeyRef"]}},
                              "description": "A secret variable: valueFrom.secretKeyRef only."},
                 },
                 "description": "Extra EnvVar entries. Secret variables (" + ", ".join(secrets) +
-                               ") only with valueFrom (a secretKeyRef), never a literal value.",
+                               ") only with valueFrom.secretKeyRef, never a literal value or a "
+                               "configMapKeyRef.",
             }
         if path in STRUCTURAL:
             return sensitive(dict(STRUCTURAL[path]), path)
         if path == "env":
+            # A secret named here is refused with a value that says where it goes (the
+            # validator prints "value must be '<that text>'"); an unknown name under the
+            # relay's prefixes is refused by a list that starts with the same kind of text.
+            where = {}
+            for name in secrets:
+                mapped = paths.get(name)
+                parent = mapped.rsplit(".", 1)[0] if mapped and "." in mapped else None
+                if parent and _lookup(values, f"{parent}.existingSecret") is not _MISSING:
+                    where[name] = f"{parent}.existingSecret"
+            refusals = {
+                name: {"enum": [f"({name} is a secret and env is a ConfigMap: set "
+                                f"{where[name] + ' or ' if name in where else ''}"
+                                f"extraEnv with valueFrom.secretKeyRef)"],
+                       "description": f"{name}: a secret, refused here."}
+                for name in secrets
+            }
+            known = sorted(v.name for v in vars_)
             return {
                 "type": "object",
                 "description": "Extra or overriding environment variables, NAME: value, written "
-                               "into the ConfigMap. Known variables must have their kind's form. "
+                               "into the ConfigMap. Known variables must have their kind's form; "
+                               "a name under " + ", ".join(p + "_" for p in ENV_PREFIXES) +
+                               " must be one the relay reads (`sealrelay --help` lists them). "
                                "Secret variables (" + ", ".join(secrets) + ") are refused here: "
                                "they come from Secrets (their values.yaml objects' existingSecret, "
                                "or extraEnv with valueFrom.secretKeyRef).",
-                "propertyNames": {"pattern": "^[A-Za-z_][A-Za-z0-9_]*$", "not": {"enum": secrets}},
-                "properties": {v.name: env_schema(v) for v in vars_ if v.name not in secrets},
+                "propertyNames": {
+                    "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
+                    "if": {"pattern": "^(" + "|".join(ENV_PREFIXES) + ")_"},
+                    "then": {"enum": [UNKNOWN_NAME] + known},
+                },
+                "properties": {**{v.name: env_schema(v) for v in vars_ if v.name not in secrets},
+                               **refusals},
                 "additionalProperties": {"type": ["string", "number", "boolean"]},
             }
         if path in FREEFORM or not isinstance(value, dict) or not value:
@@ -571,6 +634,7 @@ def build_schema(vars_: list[Var], values_text: str) -> dict:
 
     top = node(values, "")
     top["properties"]["global"] = {"type": "object", "description": "Umbrella-chart globals (unused)."}
+    top["allOf"] = [REPLICA_GUARD]
     return {
         "$schema": "http://json-schema.org/draft-07/schema#",
         "$comment": "Generated by scripts/gen_values_schema.py from the vars! table in src/config*.rs "

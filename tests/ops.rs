@@ -397,3 +397,77 @@ async fn dead_token_answers_are_counted_apart() {
         "{body}"
     );
 }
+
+/// A relay that could serve nothing (no credentials, no dry run, no mailbox app) says why on
+/// `/readyz` and stays out of the load balancer; its start-up line has plain values.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_that_can_serve_nothing_is_not_ready_and_says_why() {
+    let mut relay = RelayProcess::start(&[]);
+    let readyz = relay.readyz();
+    assert!(readyz.starts_with("HTTP/1.1 503"), "{readyz}");
+    assert!(
+        readyz.contains("not ready: nothing to serve: no APNs credentials"),
+        "{readyz}"
+    );
+    let serving = relay
+        .lines()
+        .into_iter()
+        .find(|l| l.contains("sealrelay serving"))
+        .unwrap();
+    assert!(serving.contains(r#""admin_socket":"off""#), "{serving}");
+    assert!(serving.contains(r#""admin_api":"off""#), "{serving}");
+    sigterm(relay.pid());
+    assert_eq!(relay.wait_exit(Duration::from_secs(10)), Some(0));
+
+    // Dry run alone is something to serve.
+    let relay = RelayProcess::spawn(&[("RELAY_DRY_RUN".into(), "true".into())]);
+    assert!(relay.readyz().ends_with("ready\n"));
+    sigterm(relay.pid());
+}
+
+/// A Redis that accepts connections and never answers: the relay is not ready, logs which
+/// server failed, and SIGTERM stops it without the drain delay (no load balancer sends to a
+/// replica that is not ready) and without waiting on the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_does_not_wait_on_a_store_that_is_down() {
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let closed_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    for (port, cause) in [(silent_port, None), (closed_port, Some("refused"))] {
+        let mut relay = RelayProcess::start(&[
+            ("RELAY_DRY_RUN".into(), "true".into()),
+            ("REDIS_URL".into(), format!("redis://127.0.0.1:{port}")),
+            ("RELAY_SHUTDOWN_DELAY_S".into(), "5".into()),
+            ("RELAY_SHUTDOWN_GRACE_S".into(), "25".into()),
+        ]);
+        // Long enough for the signer follower's subscription and the pool to be mid-attempt.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let readyz = relay.readyz();
+        assert!(readyz.starts_with("HTTP/1.1 503"), "{readyz}");
+        if let Some(cause) = cause {
+            let failed = relay
+                .lines()
+                .into_iter()
+                .find(|l| l.contains("Redis connection failed"))
+                .expect("the connection failure is logged");
+            assert!(
+                failed.contains(&format!(r#""hosts":"127.0.0.1:{port}""#)),
+                "{failed}"
+            );
+            assert!(failed.to_lowercase().contains(cause), "{failed}");
+        }
+        let t = Instant::now();
+        sigterm(relay.pid());
+        assert_eq!(relay.wait_exit(Duration::from_secs(10)), Some(0));
+        // The drain delay alone is 5 s; a store command times out after 2 s.
+        assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+        assert!(
+            !relay.lines().iter().any(|l| l.contains("still in flight")),
+            "nothing was in flight"
+        );
+    }
+    drop(silent);
+}

@@ -2,8 +2,8 @@
 //!
 //! - The probes listener that Kubernetes probes and Prometheus scrapes ([`probes`]):
 //!   `/healthz` (the process answers), `/readyz` (serving, and the store can answer; 503
-//!   while starting, waiting for Redis, or draining), `/metrics` (the Prometheus
-//!   exposition).
+//!   while starting, waiting for Redis, draining, or configured to serve nothing), `/metrics`
+//!   (the Prometheus exposition).
 //! - The admin API ([`api`]): signers, receipts, the deprecated unsigned push, on the Unix
 //!   socket and opt-in loopback TCP ([`transport`]).
 
@@ -54,6 +54,9 @@ pub struct TcpSettings {
 #[derive(Debug, Default)]
 pub struct Health {
     state: AtomicU8,
+    /// Why this relay can serve nothing at all, whatever its state: a replica that would
+    /// answer every request with an error stays out of the load balancer.
+    unserved: Option<String>,
 }
 
 const STARTING: u8 = 0;
@@ -61,6 +64,19 @@ const SERVING: u8 = 1;
 const DRAINING: u8 = 2;
 
 impl Health {
+    /// A relay starting; `unserved` says why it could serve nothing even once started.
+    pub fn new(unserved: Option<String>) -> Self {
+        Self {
+            state: AtomicU8::new(STARTING),
+            unserved,
+        }
+    }
+
+    /// Whether this relay can serve anything (see [`Health::new`]).
+    pub fn serves(&self) -> bool {
+        self.unserved.is_none()
+    }
+
     /// Marks the relay as serving.
     pub fn set_serving(&self) {
         self.state.store(SERVING, Ordering::SeqCst);
@@ -103,7 +119,9 @@ pub fn probes(store: Arc<Store>, health: Arc<Health>, metrics: PrometheusHandle)
 async fn readyz(State(s): State<Probes>) -> Response {
     let label = s.health.label();
     let store_ready = s.store.ready();
-    if label == "ready" && store_ready && s.store.degraded() {
+    if let (Some(why), "ready") = (&s.health.unserved, label) {
+        (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")).into_response()
+    } else if label == "ready" && store_ready && s.store.degraded() {
         // Still serving: pulling every replica out of the load balancer would turn a Redis
         // outage into a relay outage.
         (

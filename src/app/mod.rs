@@ -78,6 +78,13 @@ impl Running {
     /// listeners close and in-flight requests get up to `grace` to finish. Returns whether
     /// everything finished in time.
     pub async fn drain(self, delay: Duration, grace: Duration) -> bool {
+        // A replica that is not ready gets no traffic from a load balancer: nothing to
+        // drain, so no delay (and nothing waits on a store that is down).
+        let delay = if self.health.serves() && self.store.ready() {
+            delay
+        } else {
+            Duration::ZERO
+        };
         self.health.set_draining();
         tracing::info!(
             delay_s = delay.as_secs(),
@@ -350,8 +357,12 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
     // A connection whose writes make no progress for two ping intervals is cut: a client
     // that stopped reading an event stream (or anything else) holds nothing for longer.
     let write_stall = cfg.mailbox.sockets.ping * 2;
+    let unserved = cfg.unserved();
+    if let Some(why) = &unserved {
+        tracing::warn!("/readyz stays 503: {why}");
+    }
     let app = App::build(cfg, clock)?;
-    let health = Arc::new(Health::default());
+    let health = Arc::new(Health::new(unserved));
     let stop = app.stop.clone();
     let stop_rx = stop.subscribe();
 
@@ -427,7 +438,13 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         }
     });
     health.set_serving();
-    tracing::info!(%addr, %admin_addr, admin_socket = ?admin_socket, admin_api = ?admin_api_addr, "sealrelay serving");
+    tracing::info!(
+        %addr,
+        %admin_addr,
+        admin_socket = %admin_socket.as_deref().map_or("off".into(), |p| p.display().to_string()),
+        admin_api = %admin_api_addr.map_or("off".into(), |a| a.to_string()),
+        "sealrelay serving"
+    );
     Ok(Running {
         addr,
         admin_addr,

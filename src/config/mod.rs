@@ -190,6 +190,18 @@ impl Config {
         }
     }
 
+    /// Why a relay on this configuration could serve nothing at all: no way to send a push
+    /// (no APNs or FCM credentials, no dry run) and no mailbox app, so every request it took
+    /// would be answered with an error. `/readyz` says so and stays 503.
+    pub fn unserved(&self) -> Option<String> {
+        (matches!(self.delivery, Delivery::Unconfigured)
+            && self.fcm.is_none()
+            && self.mailbox.apps.is_empty())
+        .then(|| {
+            "nothing to serve: no APNs credentials (APNS_*), no FCM service account (FCM_SERVICE_ACCOUNT_FILE), RELAY_DRY_RUN is not true and RELAY_APPS is empty, so every push would be answered 502".to_owned()
+        })
+    }
+
     /// What `check-config` prints: where it listens, the store, how forwards go.
     pub fn summary(&self) -> String {
         let store = if self.store.redis.is_some() {
@@ -205,10 +217,14 @@ impl Config {
             Delivery::DryRun => "dry run (logged, not sent)".to_owned(),
             Delivery::Unconfigured => "none (forwards answer 502)".to_owned(),
         };
-        format!(
+        let mut out = format!(
             "configuration is valid\n  listen: {}  admin: {}\n  store: {store}\n  delivery: {delivery}",
             self.app.listen, self.app.admin_listen
-        )
+        );
+        if let Some(why) = self.unserved() {
+            out.push_str(&format!("\n  /readyz will stay 503: {why}"));
+        }
+        out
     }
 
     /// The flag for a variable: `RELAY_LISTEN` -> `relay-listen`.

@@ -155,6 +155,13 @@ impl Reader<'_> {
     /// An `https://` URL, without a trailing slash.
     pub(crate) fn https_url(&mut self, var: &Var) -> String {
         let v = self.value(var).unwrap_or_default();
+        if has_userinfo(&v) {
+            self.problem(format!(
+                "{} carries credentials in the URL (user:password@): give the URL without them",
+                var.name
+            ));
+            return String::new();
+        }
         let ok = v
             .strip_prefix("https://")
             .is_some_and(|rest| !rest.is_empty() && !rest.contains(char::is_whitespace));
@@ -182,4 +189,13 @@ impl Reader<'_> {
         }
         Some(path)
     }
+}
+
+/// Whether a URL's authority holds user information (`scheme://user:password@host`).
+pub(crate) fn has_userinfo(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    authority.contains('@')
 }

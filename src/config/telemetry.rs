@@ -43,7 +43,13 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
                 e.strip_prefix(p)
                     .is_some_and(|rest| !rest.is_empty() && !rest.contains(char::is_whitespace))
             });
-            if !ok {
+            if super::reader::has_userinfo(&e) {
+                // The value holds a credential: the message never repeats it.
+                r.problem(format!(
+                    "{} carries credentials in the URL (user:password@): give the collector's URL without them and put the credential in OTEL_EXPORTER_OTLP_HEADERS (a Secret), e.g. authorization=Basic ...",
+                    var.name
+                ));
+            } else if !ok {
                 r.fail(
                     var,
                     &e,

@@ -626,3 +626,33 @@ fn redis_urls_of_another_scheme_or_with_a_raw_password_are_refused() {
     assert!(!e.contains("Zm9v"), "the password is repeated: {e}");
     assert!(load(&[("REDIS_URL", "redis://:Zm9v%2FYmFy%2BcXV4%3D@redis:6379/0")]).is_ok());
 }
+
+#[test]
+fn urls_carrying_credentials_are_refused_without_repeating_them() {
+    for var in [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ] {
+        let e = errors(&[(var, "https://tenant:s3cr3t@collector:4318")]);
+        assert!(
+            e.contains(var) && e.contains("OTEL_EXPORTER_OTLP_HEADERS"),
+            "{e}"
+        );
+        assert!(!e.contains("s3cr3t"), "the credential is repeated: {e}");
+        // An @ in the path is not user information.
+        assert!(load(&[(var, "https://collector:4318/a@b")]).is_ok());
+    }
+    let e = errors(&[("APNS_SANDBOX_URL", "https://u:pw@apns.local")]);
+    assert!(e.contains("APNS_SANDBOX_URL") && !e.contains("pw@"), "{e}");
+}
+
+#[test]
+fn a_configuration_with_nothing_to_serve_says_so() {
+    let c = load(&[]).unwrap();
+    let why = c.unserved().expect("no credentials, no dry run, no app");
+    assert!(why.contains("RELAY_DRY_RUN") && why.contains("RELAY_APPS"), "{why}");
+    assert!(c.summary().contains("/readyz will stay 503"));
+    assert!(load(&[("RELAY_DRY_RUN", "true")]).unwrap().unserved().is_none());
+    let apps = load(&[("RELAY_APPS", "demo")]).unwrap();
+    assert!(apps.unserved().is_none(), "mailboxes alone are something to serve");
+}

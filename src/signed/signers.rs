@@ -137,7 +137,12 @@ impl Signers {
     pub async fn follow(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
         let channel = self.store.signers().channel();
         let mut sub = loop {
-            match self.store.fanout().subscribe(&channel).await {
+            // A store that is down must not hold the stop: the subscription is given up.
+            let attempt = tokio::select! {
+                r = self.store.fanout().subscribe(&channel) => r,
+                _ = stop.changed() => return,
+            };
+            match attempt {
                 Ok(s) => break s,
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot follow signer changes yet; retrying");

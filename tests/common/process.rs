@@ -24,6 +24,21 @@ impl RelayProcess {
     /// Starts `sealrelay` with these variables on ports it chooses, and waits until
     /// `/readyz` answers 200.
     pub fn spawn(vars: &[(String, String)]) -> Self {
+        let p = Self::start(vars);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !p.ready() {
+            assert!(
+                Instant::now() < deadline,
+                "relay on {} did not become ready",
+                p.port
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        p
+    }
+
+    /// Starts `sealrelay` and waits only until it serves (ready or not).
+    pub fn start(vars: &[(String, String)]) -> Self {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sealrelay"));
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -42,32 +57,28 @@ impl RelayProcess {
         else {
             panic!("no addresses in {line}");
         };
-        let p = Self { port, admin, child };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !p.ready() {
-            assert!(
-                Instant::now() < deadline,
-                "relay on {port} did not become ready"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        p
+        Self { port, admin, child }
     }
 
     pub fn ready(&self) -> bool {
+        self.readyz().starts_with("HTTP/1.1 200")
+    }
+
+    /// `/readyz`'s whole answer, status line to body ("" when it cannot be asked).
+    pub fn readyz(&self) -> String {
         use std::io::{Read, Write};
         let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.admin)) else {
-            return false;
+            return String::new();
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
         if s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .is_err()
         {
-            return false;
+            return String::new();
         }
         let mut out = String::new();
         let _ = s.read_to_string(&mut out);
-        out.starts_with("HTTP/1.1 200")
+        out
     }
 
     pub fn url(&self) -> String {

@@ -79,6 +79,8 @@ impl RedisStore {
             .build_pool(settings.pool_size)
             .map_err(|e| anyhow::anyhow!("Redis client: {}", e.details()))?;
         let connected = Arc::new(AtomicBool::new(false));
+        let hosts = hosts(&config);
+        log_failures(&pool, hosts.clone());
         let _ = pool.connect_pool();
         sentinel::watch(&config, &pool);
         {
@@ -93,13 +95,14 @@ impl RedisStore {
                     {
                         Ok(Ok(())) => break,
                         Ok(Err(e)) => {
-                            tracing::warn!(error = %e.details(), "waiting for Redis");
+                            tracing::warn!(error = %e.details(), %hosts, "waiting for Redis");
                             warned = true;
                             tokio::time::sleep(Duration::from_millis(500)).await;
                         }
                         Err(_) => {
                             tracing::warn!(
                                 waited_s = started.elapsed().as_secs(),
+                                %hosts,
                                 "Redis is not reachable yet; retrying with backoff"
                             );
                             warned = true;
@@ -163,6 +166,59 @@ impl RedisStore {
     pub fn set_client_slack_ms(&mut self, ms: i64) {
         self.client_slack_ms = ms;
     }
+}
+
+/// How often, at most, a failing connection is logged (the first failure at once, then one
+/// line per interval with the number of failures in between).
+const FAILURE_LOG_EVERY: Duration = Duration::from_secs(30);
+
+/// The servers a configuration names, `host:port` separated by commas (never credentials:
+/// they live in the configuration's username and password, not in its servers).
+pub(crate) fn hosts(config: &Config) -> String {
+    let hosts: Vec<String> = config.server.hosts().iter().map(|h| h.to_string()).collect();
+    hosts.join(",")
+}
+
+/// Logs the pool's connection failures with the servers and the cause, rate-limited: an
+/// operator who mistyped a host or a password reads which and why, not only "retrying".
+fn log_failures(pool: &Pool, hosts: String) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(String, Option<String>)>();
+    for client in pool.clients() {
+        let tx = tx.clone();
+        let mut errors = client.error_rx();
+        tokio::spawn(async move {
+            loop {
+                match errors.recv().await {
+                    Ok((e, server)) => {
+                        if tx.send((e.details().to_owned(), server.map(|s| s.to_string()))).is_err() {
+                            return;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+    }
+    drop(tx);
+    tokio::spawn(async move {
+        let mut last: Option<tokio::time::Instant> = None;
+        let mut since = 0u64;
+        while let Some((cause, server)) = rx.recv().await {
+            since += 1;
+            if last.is_some_and(|t| t.elapsed() < FAILURE_LOG_EVERY) {
+                continue;
+            }
+            last = Some(tokio::time::Instant::now());
+            tracing::warn!(
+                hosts = %server.as_deref().unwrap_or(&hosts),
+                %cause,
+                failures = since,
+                "Redis connection failed (logged at most every 30 s)"
+            );
+            since = 0;
+        }
+    });
 }
 
 pub(crate) fn err(e: fred::error::Error) -> StoreError {
