@@ -57,6 +57,7 @@ GRAFANA_VARS = {
     "$__range": "1h",
     "${__rate_interval}": "5m",
     "$job": "sealrelay",
+    "$cluster": ".*",
     "$namespace": ".*",
     "$pod": ".*",
 }
@@ -1836,6 +1837,66 @@ def k8s_monitoring_docs() -> list[tuple[Path, dict]]:
     return [(p, x) for p in sorted(d.glob("*.y*ml")) if p.name != "kustomization.yaml" for x in load_yaml_docs(p)]
 
 
+def check_two_releases(c: Check, promtool: str) -> None:
+    """Two releases in one cluster, one Prometheus: each release's PrometheusRule selects its
+    own namespace and admin Service (and cluster, when metrics.cluster is set), so neither
+    evaluates nor records the other's series. promtool runs each release's rules over the
+    series of both: the recording rules and SealrelayAllReplicasDown name only its own."""
+    releases = [("a", "relay-a"), ("b", "relay-b")]
+    rendered: dict[str, tuple[list, str]] = {}
+    for name, ns in releases:
+        docs, _ = render_docs({"metrics": {"cluster": "eu", "prometheusRule": {"enabled": True},
+                                           "serviceMonitor": {"enabled": True}}}, name=name, namespace=ns)
+        pr = one(c, docs, "PrometheusRule", f"release {name}")
+        sm = one(c, docs, "ServiceMonitor", f"release {name}")
+        admin = [d for d in kinds(docs, "Service")
+                 if (d["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "admin"]
+        if not (pr and sm and len(admin) == 1):
+            return
+        relabel = [r for ep in sm["spec"]["endpoints"] for r in ep.get("relabelings") or []]
+        if {"targetLabel": "cluster", "replacement": "eu"} not in relabel:
+            c.error(f"release {name}: metrics.cluster=eu, but the ServiceMonitor does not set cluster=\"eu\": {relabel}")
+        rendered[name] = (pr["spec"]["groups"], admin[0]["metadata"]["name"])
+    series = []
+    for (name, ns) in releases:
+        svc = rendered[name][1]
+        labels = f'job="sealrelay",cluster="eu",namespace="{ns}",service="{svc}",instance="10.0.0.1:9090"'
+        series += [{"series": f"up{{{labels}}}", "values": "0x20"},
+                   {"series": f'sealrelay_intake_requests_total{{{labels},outcome="forwarded",status="202"}}',
+                    "values": "0+60x20"}]
+    for name, ns in releases:
+        groups, svc = rendered[name]
+        test = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": [{
+            "interval": "1m",
+            "input_series": series,
+            "promql_expr_test": [{
+                "expr": "count by (cluster, namespace) (sealrelay:slo_availability_eligible:rate5m)",
+                "eval_time": "10m",
+                "exp_samples": [{"labels": f'{{cluster="eu",namespace="{ns}"}}', "value": 1}],
+            }],
+            "alert_rule_test": [{
+                "alertname": "SealrelayAllReplicasDown", "eval_time": "10m",
+                "exp_alerts": [{
+                    "exp_labels": {"cluster": "eu", "namespace": ns, "severity": "critical"},
+                    "exp_annotations": {
+                        "summary": "No sealrelay replica is up",
+                        "description": f"None of the sealrelay replicas in namespace {ns} has been "
+                                       "scrapeable for 2 minutes.",
+                        "runbook_url": f"{RUNBOOK_BASE}#sealrelayallreplicasdown",
+                    },
+                }],
+            }],
+        }]}
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "rules.yaml").write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
+            (Path(tmp) / "test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
+            r = run([promtool, "test", "rules", "test.yaml"], cwd=tmp)
+            if r.returncode != 0:
+                c.error(f"release {name} in {ns} evaluates another release's series (two releases, one "
+                        "Prometheus):\n" + (r.stdout + r.stderr).strip()[-2500:])
+    c.note("two releases on one Prometheus: each records and alerts on its own namespace only")
+
+
 @check("alerts: job selector configurable in the chart (rules and promtool tests pass with another one); "
        "k8s/ scraping (ServiceMonitor, docs' scrape config) yields the job the alerts select")
 def check_alert_job(c: Check, promtool: str) -> None:
@@ -1893,6 +1954,7 @@ def check_alert_job(c: Check, promtool: str) -> None:
                 c.error("promtool test rules with jobSelector " + custom + ":\n" + (r.stdout + r.stderr).strip()[-3000:])
     if refused({"metrics": {"prometheusRule": {"jobSelector": "job=sealrelay"}}}) is None:
         c.error("a jobSelector that is no PromQL matcher list (job=sealrelay) is accepted")
+    check_two_releases(c, promtool)
     # k8s/: no annotation scraping (it cannot set the job); the ServiceMonitor sets job="sealrelay".
     for p, d in k8s_docs():
         if d.get("kind") == "Deployment" and d["metadata"]["name"] == "sealrelay":
@@ -2058,7 +2120,7 @@ def check_dashboard(c: Check, promtool: str, state: dict) -> None:
 def check_dashboard_content(c: Check) -> None:
     dash = json.loads((GRAFANA / "sealrelay-dashboard.json").read_text())
     variables = {v["name"]: v for v in (dash.get("templating") or {}).get("list") or []}
-    for name in ("namespace", "pod"):
+    for name in ("cluster", "namespace", "pod"):
         v = variables.get(name)
         q = (v or {}).get("query")
         q = q.get("query") if isinstance(q, dict) else q
@@ -2075,8 +2137,9 @@ def check_dashboard_content(c: Check) -> None:
     targets = [(p, t["expr"]) for p in panels for t in p.get("targets") or [] if t.get("expr")]
     for p, e in targets:
         for sel in re.findall(r"\b(?:sealrelay|process)_[a-z0-9_]+\{([^}]*)\}", e):
-            if 'namespace=~"$namespace"' not in sel or 'pod=~"$pod"' not in sel:
-                c.error(f"panel {p.get('title')!r}: a selector without namespace=~\"$namespace\" and pod=~\"$pod\": {{{sel}}}")
+            if any(f'{v}=~"${v}"' not in sel for v in ("cluster", "namespace", "pod")):
+                c.error(f"panel {p.get('title')!r}: a selector without cluster=~\"$cluster\", "
+                        f"namespace=~\"$namespace\" and pod=~\"$pod\": {{{sel}}}")
         if "$instance" in e:
             c.error(f"panel {p.get('title')!r} still selects by $instance")
         if re.search(r'sum\s*(?:by\s*\([^)]*\)\s*)?\(\s*sealrelay_retry_queue_depth\{[^}]*scope="shared"', e) or \
@@ -2270,14 +2333,14 @@ def check_frontend_alerts(c: Check) -> None:
     e = expr("SealrelayMailboxPushMisconfigured")
     if e and not re.search(r'increase\(sealrelay_mailbox_pushes_total\{[^}]*outcome="misconfigured"', e):
         c.error("SealrelayMailboxPushMisconfigured does not alert on an increase of outcome=\"misconfigured\"")
-    if e and "by (namespace, service)" not in e:
+    if e and "by (cluster, namespace, service)" not in e:
         c.error("SealrelayMailboxPushMisconfigured does not name the service (fcm / apns)")
     e = expr("SealrelayFanoutLagging")
     if e and not ("increase(sealrelay_fanout_lagged_total" in e and
                   re.search(r"histogram_quantile\(0\.99, .*?rate\(sealrelay_fanout_delay_seconds_bucket[^>]*> 1\b", e)):
         c.error("SealrelayFanoutLagging must fire on lagged messages increasing or a fan-out p99 over 1 s")
     e = expr("SealrelayICEProviderFailing")
-    if e and not ('outcome="error"' in e and "by (namespace, provider)" in e and re.search(r"\) >= \d+", e)):
+    if e and not ('outcome="error"' in e and "by (cluster, namespace, provider)" in e and re.search(r"\) >= \d+", e)):
         c.error("SealrelayICEProviderFailing must be the outcome=\"error\" ratio per provider, with a traffic guard")
     e = expr("SealrelaySignedUnavailable")
     if e and not ('code="unavailable"' in e and re.search(r'code=~"[^"]*created[^"]*unavailable', e)):

@@ -231,9 +231,14 @@ STRUCTURAL: dict[str, dict] = {
         "pattern": r'^(\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"([^"\\]|\\.)*"'
                    r'(\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"([^"\\]|\\.)*")*\s*)?$',
         "description": "PromQL label matchers that replace job=\"sealrelay\" in every rule of "
-                       "grafana/alerts.yaml; empty: job=\"<chart name>\", what the chart's "
-                       "ServiceMonitor sets.",
+                       "grafana/alerts.yaml; empty: this release's series as the chart's "
+                       "ServiceMonitor labels them (job, namespace, admin service, and cluster "
+                       "when metrics.cluster is set).",
     },
+    # A label value written into PromQL strings and a relabeling: no quotes or backslashes.
+    "metrics.cluster": {"type": "string", "pattern": r"^[A-Za-z0-9_.:/-]*$", "maxLength": 128,
+                        "description": "This cluster's name: the cluster label on every scraped "
+                                       "series and in every rule's selector; \"\" sets none."},
     # Secrets of the new front-ends and the tracing exporter: Secret keys, file names, mounts.
     **{f"{base}.existingSecretKey": {"type": "string", "minLength": 1}
        for base in ("tracing.headers", "tracing.tracesHeaders", "adminApi.tcp.token",

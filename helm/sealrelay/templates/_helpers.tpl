@@ -724,7 +724,10 @@ or "" for none. Call with (list $ .Values.metrics.<object>.labels).
 {{/* The label matchers the alert rules select the relay's series with (replacing job="sealrelay"). */}}
 {{- define "sealrelay.alertSelector" -}}
 {{- $jobSel := .Values.metrics.prometheusRule.jobSelector | default "" | toString | trim -}}
-{{- if $jobSel }}{{ $jobSel }}{{ else }}{{ printf "job=%q" (include "sealrelay.name" .) }}{{ end -}}
+{{- if $jobSel }}{{ $jobSel }}{{ else -}}
+{{- printf "job=%q, namespace=%q, service=%q" (include "sealrelay.name" .) .Release.Namespace (include "sealrelay.adminName" .) -}}
+{{- with .Values.metrics.cluster }}{{ printf ", cluster=%q" . }}{{ end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* Whether the cluster serves the Gateway API (HTTPRoute). */}}
