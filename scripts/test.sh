@@ -46,12 +46,13 @@ log "scripts/check-deploy.sh"
 scripts/check-deploy.sh
 export PATH="${SEALRELAY_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sealrelay-deploy-tools}:$PATH"
 
-# The real cronstable daemon and PyNaCl, for the end-to-end compatibility test.
+# The real cronstable daemon and PyNaCl, for the end-to-end compatibility test, and websockets
+# for the documented examples (scripts/mailbox-demo.py, tests/doc_examples.rs).
 venv="${SEALRELAY_VENV:-target/e2e-venv}"
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import cronstable, nacl' >/dev/null 2>&1; then
-  log "creating $venv with cronstable[push]==1.2.72 and PyNaCl"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import cronstable, nacl, websockets' >/dev/null 2>&1; then
+  log "creating $venv with cronstable[push]==1.2.72, PyNaCl and websockets"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check "cronstable[push]==1.2.72" pynacl
+  "$venv/bin/pip" install -q --disable-pip-version-check "cronstable[push]==1.2.72" pynacl "websockets==15.0.1"
 fi
 export SEALRELAY_E2E_PYTHON="$PWD/$venv/bin/python"
 

@@ -120,7 +120,11 @@ async fn readyz(State(s): State<Probes>) -> Response {
     let label = s.health.label();
     let store_ready = s.store.ready();
     if let (Some(why), "ready") = (&s.health.unserved, label) {
-        (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")).into_response()
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        )
+            .into_response()
     } else if label == "ready" && store_ready && s.store.degraded() {
         // Still serving: pulling every replica out of the load balancer would turn a Redis
         // outage into a relay outage.

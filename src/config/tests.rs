@@ -650,9 +650,18 @@ fn urls_carrying_credentials_are_refused_without_repeating_them() {
 fn a_configuration_with_nothing_to_serve_says_so() {
     let c = load(&[]).unwrap();
     let why = c.unserved().expect("no credentials, no dry run, no app");
-    assert!(why.contains("RELAY_DRY_RUN") && why.contains("RELAY_APPS"), "{why}");
+    assert!(
+        why.contains("RELAY_DRY_RUN") && why.contains("RELAY_APPS"),
+        "{why}"
+    );
     assert!(c.summary().contains("/readyz will stay 503"));
-    assert!(load(&[("RELAY_DRY_RUN", "true")]).unwrap().unserved().is_none());
+    assert!(load(&[("RELAY_DRY_RUN", "true")])
+        .unwrap()
+        .unserved()
+        .is_none());
     let apps = load(&[("RELAY_APPS", "demo")]).unwrap();
-    assert!(apps.unserved().is_none(), "mailboxes alone are something to serve");
+    assert!(
+        apps.unserved().is_none(),
+        "mailboxes alone are something to serve"
+    );
 }

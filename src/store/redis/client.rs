@@ -175,7 +175,12 @@ const FAILURE_LOG_EVERY: Duration = Duration::from_secs(30);
 /// The servers a configuration names, `host:port` separated by commas (never credentials:
 /// they live in the configuration's username and password, not in its servers).
 pub(crate) fn hosts(config: &Config) -> String {
-    let hosts: Vec<String> = config.server.hosts().iter().map(|h| h.to_string()).collect();
+    let hosts: Vec<String> = config
+        .server
+        .hosts()
+        .iter()
+        .map(|h| h.to_string())
+        .collect();
     hosts.join(",")
 }
 
@@ -190,7 +195,10 @@ fn log_failures(pool: &Pool, hosts: String) {
             loop {
                 match errors.recv().await {
                     Ok((e, server)) => {
-                        if tx.send((e.details().to_owned(), server.map(|s| s.to_string()))).is_err() {
+                        if tx
+                            .send((e.details().to_owned(), server.map(|s| s.to_string())))
+                            .is_err()
+                        {
                             return;
                         }
                     }
