@@ -660,6 +660,15 @@ def check_helm_render(c: Check, known: dict, state: dict) -> None:
                     c.error(f"render ({label}): the Deployment sets replicas next to an HPA")
         c.note(f"{label}: {len(docs)} resources ({', '.join(sorted({d['kind'] for d in docs}))})")
 
+    # `helm lint` only logs a template's `fail`: the one-replica-without-Redis guard lives in
+    # the schema so that lint refuses it too.
+    for label, values in (("replicaCount=3 without Redis", {"replicaCount": 3}),
+                          ("autoscaling without Redis", {"autoscaling": {"enabled": True}})):
+        report = helm.lint(str(CHART), values, strict=True, namespace="relay")
+        errors = [m.get("error") for m in report.get("messages") or [] if m.get("severity", 0) >= 2]
+        errors += report.get("errors") or []
+        if not any("needs Redis" in str(e) for e in errors):
+            c.error(f"helm lint passes {label} (the guard must fire in lint too): {errors}")
     never = sorted(set(known) - seen_vars)
     if never:
         c.error("no render sets these variables (add them to a ci/*.yaml value set, or wire them in): " + ", ".join(never))

@@ -40,6 +40,25 @@ async fn metrics_pass_promtool() {
         assert!(body.contains(name), "{name} missing:\n{body}");
     }
     assert!(body.contains(r#"reason="Unregistered""#), "{body}");
+    // Built from a git checkout, the binary names its commit (build.rs), never "unknown".
+    if std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".git")
+        .exists()
+    {
+        let info = body
+            .lines()
+            .find(|l| l.starts_with("sealrelay_build_info{"))
+            .unwrap();
+        let sha = info
+            .split("git_sha=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or("");
+        assert!(
+            sha.len() == 40 && sha.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{info}"
+        );
+    }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("metrics.txt");
     std::fs::write(&file, &body).unwrap();
