@@ -65,6 +65,12 @@ CHART_MANAGED: dict[str, str] = {
     "RELAY_LISTEN": "set to <listenAddress>:<containerPorts.http> so the container port, the "
                     "probes and the Services always agree with what the relay binds",
     "RELAY_ADMIN_LISTEN": "set to <listenAddress>:<containerPorts.admin> for the same reason",
+    "RELAY_REGION_LISTEN": "set to <listenAddress>:<region.port> when region.name is set, so the "
+                           "container port and the region Service agree with what the relay binds",
+    "RELAY_REGION_KEY_FILE": "points at the copied key, <region.key.mountPath>/key, when "
+                             "region.key.existingSecret is set",
+    "RELAY_REGION_KEY_PREVIOUS_FILE": "points at the copied retiring key, "
+                                      "<region.key.mountPath>/previous, when region.key.previousSecret is set",
     "APNS_AUTH_KEY": "a secret: comes from the Secret named by apns.authKey.existingSecret (or "
                      "the one the chart makes from apns.authKey.value) when "
                      "apns.authKey.mountAsFile is false, never from a plain value",
@@ -115,6 +121,8 @@ FREEFORM = {
     "serviceAccount.annotations", "ingress.annotations", "ingress.labels",
     "httpRoute.annotations", "httpRoute.labels", "tests.smoke.resources",
     "tests.smoke.annotations", "adminApi.tcp.token.copyResources",
+    "region.service.annotations", "region.service.labels", "region.networkPolicy.from",
+    "region.networkPolicy.to",
 }
 
 # Variables that carry secrets besides those of kind `secret`, with the reason. Together they
@@ -185,6 +193,10 @@ INT_OR_PERCENT = {"anyOf": [{"type": "integer", "minimum": 0},
 # Constraints for values that are not configuration variables (or feed chart-managed ones).
 STRUCTURAL: dict[str, dict] = {
     "replicaCount": {"type": "integer", "minimum": 0},
+    "region.port": dict(PORT, description="Container port of the region listener (RELAY_REGION_LISTEN)."),
+    "region.service.port": PORT,
+    "region.service.type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
+    "region.key.mountPath": ABS_PATH,
     "listenAddress": {"type": "string", "minLength": 1,
                       "description": "Address both listeners bind (RELAY_LISTEN, RELAY_ADMIN_LISTEN)."},
     "containerPorts.http": dict(PORT, description="Port of RELAY_LISTEN (the public intake)."),

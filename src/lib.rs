@@ -62,6 +62,7 @@ pub(crate) mod mailbox;
 pub(crate) mod metrics;
 pub(crate) mod policy;
 pub(crate) mod push;
+pub(crate) mod region;
 pub(crate) mod secret;
 pub(crate) mod signed;
 pub(crate) mod store;

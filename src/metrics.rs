@@ -117,6 +117,16 @@ families! {
             "Open mailbox WebSockets on this replica by kind (watch, signal).";
         MAILBOX_SOCKETS_REFUSED = "sealrelay_mailbox_sockets_refused_total", counter,
             "Mailbox WebSocket upgrades refused for want of a place, by cap (mailbox: RELAY_MAILBOX_MAX_SOCKETS, 429; replica: RELAY_MAX_SOCKETS, 503).";
+        REGION_HOPS = "sealrelay_region_hops_total", counter,
+            "Requests this replica sent to their home region, by peer, surface (v1, mailbox, signed, admin) and outcome (answered, failed, refused, skipped_down).";
+        REGION_HOP_DURATION = "sealrelay_region_hop_seconds", histogram(Seconds),
+            "The time a hop to the home region added, by peer.";
+        REGION_PEER_UP = "sealrelay_region_peer_up", gauge,
+            "1 while this replica's probes find the peer region up, else 0.";
+        REGION_FALLBACKS = "sealrelay_region_fallbacks_total", counter,
+            "v1 alerts decided in this region because their home (the peer) was down or the hop failed.";
+        REGION_HOPS_RECEIVED = "sealrelay_region_hops_received_total", counter,
+            "Hops received on the region listener, by peer (the sending region) and outcome (accepted, unauthorized, region_set_mismatch).";
         FCM_TOKEN_REFRESHES = "sealrelay_fcm_token_refreshes_total", counter,
             "OAuth2 access tokens fetched for FCM.";
         SIGNAL_FRAMES = "sealrelay_signal_frames_total", counter,
@@ -593,6 +603,54 @@ impl Drop for SocketGuard {
     fn drop(&mut self) {
         gauge!(MAILBOX_SOCKETS_OPEN, "kind" => self.0).decrement(1.0);
     }
+}
+
+/// Every region series of these peers, at zero (and the peers down until probed).
+pub fn register_regions(
+    peers: &[String],
+    surfaces: &[&'static str],
+    outcomes: &[&'static str],
+    received: &[&'static str],
+) {
+    for peer in peers {
+        gauge!(REGION_PEER_UP, "peer" => peer.clone()).set(0.0);
+        counter!(REGION_FALLBACKS, "peer" => peer.clone()).absolute(0);
+        let _ = histogram!(REGION_HOP_DURATION, "peer" => peer.clone());
+        for surface in surfaces {
+            for outcome in outcomes {
+                counter!(REGION_HOPS, "peer" => peer.clone(), "surface" => *surface, "outcome" => *outcome)
+                    .absolute(0);
+            }
+        }
+        for outcome in received {
+            counter!(REGION_HOPS_RECEIVED, "peer" => peer.clone(), "outcome" => *outcome)
+                .absolute(0);
+        }
+    }
+}
+
+/// One hop to `peer` for `surface`, ended as `outcome`, after `elapsed`.
+pub fn region_hop(peer: &str, surface: &'static str, outcome: &'static str, elapsed: Duration) {
+    counter!(REGION_HOPS, "peer" => peer.to_owned(), "surface" => surface, "outcome" => outcome)
+        .increment(1);
+    if outcome == "answered" {
+        histogram!(REGION_HOP_DURATION, "peer" => peer.to_owned()).record(elapsed.as_secs_f64());
+    }
+}
+
+/// Whether `peer` is up, as this replica's probes say.
+pub fn region_peer_up(peer: &str, up: bool) {
+    gauge!(REGION_PEER_UP, "peer" => peer.to_owned()).set(if up { 1.0 } else { 0.0 });
+}
+
+/// A v1 alert decided here although `peer` is its home.
+pub fn region_fallback(peer: &str) {
+    counter!(REGION_FALLBACKS, "peer" => peer.to_owned()).increment(1);
+}
+
+/// A hop received from `peer` (a configured region name, or `unknown`), ended as `outcome`.
+pub fn region_hop_received(peer: &str, outcome: &'static str) {
+    counter!(REGION_HOPS_RECEIVED, "peer" => peer.to_owned(), "outcome" => outcome).increment(1);
 }
 
 /// A mailbox socket refused by `cap` (`mailbox` or `replica`).

@@ -26,6 +26,28 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Secret bytes (a shared key read from a file as is). `Debug` prints `[redacted]`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretBytes(Vec<u8>);
+
+impl SecretBytes {
+    /// Wraps secret bytes.
+    pub fn new(b: Vec<u8>) -> Self {
+        Self(b)
+    }
+
+    /// The bytes themselves.
+    pub fn expose(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for SecretBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -33,5 +55,7 @@ mod tests {
         let s = super::Secret::new("hunter2");
         assert_eq!(format!("{s:?}"), "[redacted]");
         assert_eq!(s.expose(), "hunter2");
+        let b = super::SecretBytes::new(b"k".to_vec());
+        assert_eq!(format!("{b:?}"), "[redacted]");
     }
 }

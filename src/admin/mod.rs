@@ -77,6 +77,11 @@ impl Health {
         self.unserved.is_none()
     }
 
+    /// Whether the relay is serving (started, not draining) and can serve something.
+    pub fn serving(&self) -> bool {
+        self.state.load(Ordering::SeqCst) == SERVING && self.unserved.is_none()
+    }
+
     /// Marks the relay as serving.
     pub fn set_serving(&self) {
         self.state.store(SERVING, Ordering::SeqCst);

@@ -87,7 +87,7 @@ impl Admission {
 
     /// The source a request is counted for: the TCP peer, or from a trusted proxy the
     /// right-most untrusted `X-Forwarded-For` hop.
-    fn source(&self, req: &Parts) -> IpAddr {
+    pub(crate) fn source(&self, req: &Parts) -> IpAddr {
         let peer = req
             .extensions
             .get::<ConnectInfo<std::net::SocketAddr>>()

@@ -49,6 +49,8 @@ pub struct Running {
     pub admin_socket: Option<std::path::PathBuf>,
     /// The admin API's loopback TCP address, when it is served.
     pub admin_api_addr: Option<SocketAddr>,
+    /// The region listener's address, with `RELAY_REGION`.
+    pub region_addr: Option<SocketAddr>,
     store: Arc<Store>,
     health: Arc<Health>,
     stop: watch::Sender<bool>,
@@ -144,6 +146,8 @@ pub struct App {
     signers: Arc<Signers>,
     signed: Arc<Signed>,
     mailboxes: Arc<Mailboxes>,
+    /// Several regions (`RELAY_REGION`), when set.
+    regions: Option<Arc<crate::region::Regions>>,
     /// Turns true when the relay stops: listeners close, live sockets say goodbye.
     stop: watch::Sender<bool>,
     cfg: Config,
@@ -220,12 +224,19 @@ impl App {
                 .with_receipts(crate::signed::receipt::state_of),
         );
         let admission = Arc::new(V1::admission(&cfg.v1));
-        let v1 = Arc::new(V1::new(
-            cfg.v1.clone(),
-            delivery.clone(),
-            admission.clone(),
-            cfg.telemetry.replica_name.clone(),
-        ));
+        let regions = match &cfg.region {
+            Some(r) => Some(Arc::new(crate::region::Regions::new(r)?)),
+            None => None,
+        };
+        let v1 = Arc::new(
+            V1::new(
+                cfg.v1.clone(),
+                delivery.clone(),
+                admission.clone(),
+                cfg.telemetry.replica_name.clone(),
+            )
+            .with_regions(regions.clone()),
+        );
         let (stop, stop_rx) = watch::channel(false);
         let mailboxes = Arc::new(Mailboxes::new(
             cfg.mailbox.clone(),
@@ -253,6 +264,7 @@ impl App {
             signers,
             signed,
             mailboxes,
+            regions,
             stop,
             cfg,
         })
@@ -347,6 +359,17 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         },
     };
     let admin_socket = socket.as_ref().map(|s| s.path().to_owned());
+    let region_listener =
+        match &cfg.region {
+            None => None,
+            Some(r) => Some(TcpListener::bind(r.listen).await.map_err(|e| {
+                anyhow::anyhow!("RELAY_REGION_LISTEN={}: cannot bind: {e}", r.listen)
+            })?),
+        };
+    let region_addr = match &region_listener {
+        Some(l) => Some(l.local_addr()?),
+        None => None,
+    };
 
     match &cfg.delivery {
         Configured::DryRun => tracing::warn!("RELAY_DRY_RUN=true and no APNs credentials: forwards are logged, not sent"),
@@ -405,6 +428,29 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         }
     };
     let retries = app.delivery.clone().run_retries(stop_rx.clone());
+    let region_srv = {
+        let regions = app.regions.clone();
+        let router = app.public_router();
+        let health = health.clone();
+        let store = app.store.clone();
+        let stop_rx = stop_rx.clone();
+        async move {
+            if let (Some(regions), Some(listener)) = (regions, region_listener) {
+                let ready: Arc<dyn Fn() -> bool + Send + Sync> =
+                    Arc::new(move || health.serving() && store.ready());
+                tokio::join!(
+                    crate::region::listener::serve(
+                        listener,
+                        regions.clone(),
+                        router,
+                        ready,
+                        stop_rx.clone()
+                    ),
+                    regions.probe(stop_rx)
+                );
+            }
+        }
+    };
     let follow = app.signers.clone().follow(stop_rx.clone());
     let admin_router = app.admin_router();
     let socket_srv = {
@@ -424,14 +470,15 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         }
     };
     let task = tokio::spawn(async move {
-        let ((), b, (), (), (), (), ()) = tokio::join!(
+        let ((), b, (), (), (), (), (), ()) = tokio::join!(
             public,
             admin_srv.into_future(),
             sweeper,
             retries,
             follow,
             socket_srv,
-            tcp_srv
+            tcp_srv,
+            region_srv
         );
         if let Err(e) = b {
             tracing::error!(error = %e, "admin server error");
@@ -443,6 +490,7 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         %admin_addr,
         admin_socket = %admin_socket.as_deref().map_or("off".into(), |p| p.display().to_string()),
         admin_api = %admin_api_addr.map_or("off".into(), |a| a.to_string()),
+        region = %region_addr.map_or("off".into(), |a| a.to_string()),
         "sealrelay serving"
     );
     Ok(Running {
@@ -450,6 +498,7 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         admin_addr,
         admin_socket,
         admin_api_addr,
+        region_addr,
         store: app.store.clone(),
         health,
         stop,

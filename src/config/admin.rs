@@ -2,7 +2,6 @@
 //! loopback TCP listener (`RELAY_ADMIN_API_LISTEN`) with its bearer token file
 //! (`RELAY_ADMIN_TOKEN_FILE`, whose mode and owner are checked here, at start-up).
 
-use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
 use super::reader::Reader;
@@ -64,63 +63,12 @@ pub(super) fn read(r: &mut Reader<'_>) -> Settings {
     Settings { socket, tcp }
 }
 
-/// The token in `file`, after checking who may read it: mode 0600 or 0400, owned by the
-/// user the relay runs as. The file is opened once, without following a symbolic link, and
-/// the checks are made on that open file (`fstat`), so what is read is what was checked:
-/// the path cannot be swapped between the check and the read.
+/// The token in `file`: a secret file ([`Reader::secret_file`]) holding one printable token.
 fn token(r: &mut Reader<'_>, file: &str) -> Option<Secret> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     let name = RELAY_ADMIN_TOKEN_FILE.name;
-    let opened = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(file);
-    let mut handle = match opened {
-        Ok(f) => f,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            r.problem(format!(
-                "{name}={file:?} is a symbolic link: name the token file itself"
-            ));
-            return None;
-        }
-        Err(e) => {
-            r.problem(format!("{name}={file:?} cannot be read: {e}"));
-            return None;
-        }
-    };
-    let meta = match handle.metadata() {
-        Ok(m) if m.is_file() => m,
-        Ok(_) => {
-            r.problem(format!("{name}={file:?} is not a regular file"));
-            return None;
-        }
-        Err(e) => {
-            r.problem(format!("{name}={file:?} cannot be read: {e}"));
-            return None;
-        }
-    };
-    let mode = meta.mode() & 0o7777;
-    if mode != 0o600 && mode != 0o400 {
-        r.problem(format!(
-            "{name}={file:?} has mode {mode:04o}: it must be 0600 or 0400 (chmod 600 {file})"
-        ));
-        return None;
-    }
-    let me = crate::admin::transport::effective_uid();
-    if meta.uid() != me {
-        r.problem(format!(
-            "{name}={file:?} is owned by uid {}, not by the relay's user (uid {me})",
-            meta.uid()
-        ));
-        return None;
-    }
-    let mut text = String::new();
-    if let Err(e) = handle.read_to_string(&mut text) {
-        r.problem(format!("{name}={file:?} cannot be read: {e}"));
-        return None;
-    }
-    let token = text.trim_end_matches(['\n', '\r']);
+    let bytes = r.secret_file(&RELAY_ADMIN_TOKEN_FILE, file)?;
+    let token = String::from_utf8(bytes).unwrap_or_default();
+    let token = token.trim_end_matches(['\n', '\r']);
     let printable = token.bytes().all(|b| b.is_ascii_graphic());
     if token.chars().count() < MIN_TOKEN_CHARS || !printable {
         r.problem(format!("{name}={file:?} must hold one token of at least {MIN_TOKEN_CHARS} printable characters without spaces (e.g. openssl rand -hex 32 > {file})"));

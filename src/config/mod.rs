@@ -31,6 +31,7 @@ mod listen;
 mod mailbox;
 mod policy;
 mod reader;
+mod region;
 mod store;
 mod telemetry;
 mod unknown;
@@ -83,6 +84,8 @@ pub struct Config {
     pub(crate) ice: crate::mailbox::ice::Settings,
     /// The FCM push module, when a service account is configured.
     pub(crate) fcm: Option<crate::push::fcm::Settings>,
+    /// Several regions (`RELAY_REGION`), when set.
+    pub(crate) region: Option<crate::region::Settings>,
 }
 
 /// Everything wrong with a configuration, one line per problem.
@@ -128,6 +131,7 @@ impl Config {
             }
         }
         let fcm = fcm::read(&mut r);
+        let region = region::read(&mut r);
         let signed = crate::signed::api::Settings {
             default_topic: match &delivery {
                 Delivery::Apns(a) => Some(a.topic.clone()),
@@ -154,6 +158,7 @@ impl Config {
                 mailbox,
                 ice,
                 fcm,
+                region,
             })
         } else {
             Err(ConfigErrors(r.errors))

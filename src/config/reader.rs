@@ -152,6 +152,66 @@ impl Reader<'_> {
         }
     }
 
+    /// The bytes of a secret file named by `var`, after checking who may read it: mode 0600
+    /// or 0400, owned by the user the relay runs as, a regular file. It is opened once,
+    /// without following a symbolic link, and the checks are made on that open file
+    /// (`fstat`), so what is read is what was checked: the path cannot be swapped between the
+    /// check and the read. Returned as read; each problem names the variable.
+    pub(crate) fn secret_file(&mut self, var: &Var, file: &str) -> Option<Vec<u8>> {
+        use std::io::Read;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let name = var.name;
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(file);
+        let mut handle = match opened {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                self.problem(format!(
+                    "{name}={file:?} is a symbolic link: name the file itself"
+                ));
+                return None;
+            }
+            Err(e) => {
+                self.problem(format!("{name}={file:?} cannot be read: {e}"));
+                return None;
+            }
+        };
+        let meta = match handle.metadata() {
+            Ok(m) if m.is_file() => m,
+            Ok(_) => {
+                self.problem(format!("{name}={file:?} is not a regular file"));
+                return None;
+            }
+            Err(e) => {
+                self.problem(format!("{name}={file:?} cannot be read: {e}"));
+                return None;
+            }
+        };
+        let mode = meta.mode() & 0o7777;
+        if mode != 0o600 && mode != 0o400 {
+            self.problem(format!(
+                "{name}={file:?} has mode {mode:04o}: it must be 0600 or 0400 (chmod 600 {file})"
+            ));
+            return None;
+        }
+        let me = crate::admin::transport::effective_uid();
+        if meta.uid() != me {
+            self.problem(format!(
+                "{name}={file:?} is owned by uid {}, not by the relay's user (uid {me})",
+                meta.uid()
+            ));
+            return None;
+        }
+        let mut bytes = Vec::new();
+        if let Err(e) = handle.read_to_end(&mut bytes) {
+            self.problem(format!("{name}={file:?} cannot be read: {e}"));
+            return None;
+        }
+        Some(bytes)
+    }
+
     /// An `https://` URL, without a trailing slash.
     pub(crate) fn https_url(&mut self, var: &Var) -> String {
         let v = self.value(var).unwrap_or_default();

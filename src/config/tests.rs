@@ -665,3 +665,121 @@ fn a_configuration_with_nothing_to_serve_says_so() {
         "mailboxes alone are something to serve"
     );
 }
+
+#[test]
+fn regions_are_refused_unless_complete_and_consistent() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("region.key");
+    std::fs::write(&key, format!("{}\n", "k".repeat(32))).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let short = dir.path().join("short.key");
+    std::fs::write(&short, "k".repeat(31)).unwrap();
+    std::fs::set_permissions(&short, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let open = dir.path().join("open.key");
+    std::fs::write(&open, "k".repeat(40)).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let key = key.display().to_string();
+    let base = |extra: &[(&'static str, String)]| -> Vec<(&'static str, String)> {
+        let mut v = vec![
+            ("RELAY_DRY_RUN", "true".to_owned()),
+            ("RELAY_REGION", "eu".to_owned()),
+            (
+                "RELAY_REGION_PEERS",
+                "us=http://us.internal:9443".to_owned(),
+            ),
+            ("RELAY_REGION_LISTEN", "127.0.0.1:0".to_owned()),
+            ("RELAY_REGION_KEY_FILE", key.clone()),
+        ];
+        for (k, val) in extra {
+            v.retain(|(n, _)| n != k);
+            v.push((k, val.clone()));
+        }
+        v
+    };
+    let load_v = |v: &[(&'static str, String)]| {
+        let pairs: Vec<(&str, &str)> = v.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        load(&pairs)
+    };
+    let errs = |v: &[(&'static str, String)]| match load_v(v) {
+        Ok(_) => String::new(),
+        Err(e) => e.to_string(),
+    };
+    let c = load_v(&base(&[])).unwrap();
+    let r = c.region.as_ref().unwrap();
+    assert_eq!((r.name.as_str(), r.peers.len()), ("eu", 1));
+    assert_eq!(r.key.expose().len(), 32, "one trailing newline removed");
+    assert!(load(&[("RELAY_DRY_RUN", "true")]).unwrap().region.is_none());
+    type Case = (&'static str, Vec<(&'static str, String)>, &'static str);
+    let cases: Vec<Case> = vec![
+        (
+            "a bad name",
+            base(&[("RELAY_REGION", "EU".into())]),
+            "RELAY_REGION=\"EU\"",
+        ),
+        (
+            "no key file",
+            base(&[("RELAY_REGION_KEY_FILE", String::new())]),
+            "RELAY_REGION_KEY_FILE is not",
+        ),
+        (
+            "a short key",
+            base(&[("RELAY_REGION_KEY_FILE", short.display().to_string())]),
+            "31 bytes",
+        ),
+        (
+            "a key others can read",
+            base(&[("RELAY_REGION_KEY_FILE", open.display().to_string())]),
+            "mode 0644",
+        ),
+        (
+            "a peer named twice",
+            base(&[("RELAY_REGION_PEERS", "us=http://a:1,us=http://b:1".into())]),
+            "named twice",
+        ),
+        (
+            "a peer named like this region",
+            base(&[("RELAY_REGION_PEERS", "eu=http://a:1".into())]),
+            "own name",
+        ),
+        (
+            "a bad URL",
+            base(&[("RELAY_REGION_PEERS", "us=ftp://a:1".into())]),
+            "not an http",
+        ),
+        (
+            "a URL with a path",
+            base(&[("RELAY_REGION_PEERS", "us=http://a:1/x".into())]),
+            "path or a query",
+        ),
+        (
+            "a URL with credentials",
+            base(&[("RELAY_REGION_PEERS", "us=http://u:p@a:1".into())]),
+            "credentials",
+        ),
+        (
+            "no listener",
+            base(&[("RELAY_REGION_LISTEN", String::new())]),
+            "RELAY_REGION_LISTEN is not",
+        ),
+        (
+            "no peers",
+            base(&[("RELAY_REGION_PEERS", String::new())]),
+            "RELAY_REGION_PEERS is not",
+        ),
+    ];
+    for (case, vars, want) in cases {
+        let e = errs(&vars);
+        assert!(e.contains(want), "{case}: {e}");
+    }
+    // Region variables without RELAY_REGION: refused, not ignored.
+    let e = errs(&[
+        ("RELAY_DRY_RUN", "true".into()),
+        ("RELAY_REGION_PEERS", "us=http://a:1".into()),
+    ]);
+    assert!(
+        e.contains("RELAY_REGION_PEERS is set but RELAY_REGION is not"),
+        "{e}"
+    );
+    assert!(!e.contains("p@a"), "{e}");
+}

@@ -117,11 +117,13 @@ pub enum Section {
     Mailbox,
     /// Logs, shutdown and traces.
     Telemetry,
+    /// Several regions, each key decided in its home region.
+    Regions,
 }
 
 impl Section {
     /// Every section, in the reference's order.
-    pub const ALL: [Section; 8] = [
+    pub const ALL: [Section; 9] = [
         Section::Listen,
         Section::Store,
         Section::Apns,
@@ -130,6 +132,7 @@ impl Section {
         Section::Admin,
         Section::Mailbox,
         Section::Telemetry,
+        Section::Regions,
     ];
 
     /// Its heading in `docs/configuration.md`.
@@ -143,6 +146,7 @@ impl Section {
             Section::Admin => "Signed pushes and the admin API",
             Section::Mailbox => "Mailboxes, push modules and ICE",
             Section::Telemetry => "Logs, shutdown and traces",
+            Section::Regions => "Regions",
         }
     }
 }
@@ -255,6 +259,20 @@ vars! {
         "Signed pushes one replica settles in the background at once after a lost store reply; beyond it a push is left to its client's replay and its readers (counted as `left` in `sealrelay_signed_resolutions_total`).";
     RELAY_ADMIN_SOCKET, Admin, Some("/run/sealrelay/admin.sock"), Path,
         "The admin API's Unix socket: created atomically with mode 0600 in a 0700 directory, peers checked by uid (`SO_PEERCRED`). Empty disables it. When the default path cannot be created (a laptop without `/run` rights) the relay warns and runs without it; a path set explicitly must work.";
+    RELAY_REGION, Regions, None, Text(1, 32),
+        "This region's name, 1 to 32 of `[a-z0-9-]`. Unset: one region, and nothing else of this section applies. Set: every key (a v1 device, a mailbox, a signer) has one home region, chosen by rendezvous hashing over the region names, and is decided there.";
+    RELAY_REGION_PEERS, Regions, None, Text(1, 4096),
+        "Every other region, `name=url` separated by commas (`us-east=https://relay-internal.us-east.example:9443`): the URL of that region's region listener. `http://` is allowed on a private network. Every region must list the same set of names.";
+    RELAY_REGION_LISTEN, Regions, None, Addr,
+        "The region listener, where other regions' hops land (`0.0.0.0:9443`); never expose it publicly. Needed with `RELAY_REGION`.";
+    RELAY_REGION_KEY_FILE, Regions, None, Path,
+        "A shared secret of at least 32 bytes that authenticates every hop (HMAC-SHA256); the file must be mode 0600 or 0400, owned by the relay's user and not a symbolic link. Needed with `RELAY_REGION`.";
+    RELAY_REGION_KEY_PREVIOUS_FILE, Regions, None, Path,
+        "Optional: the key being retired, same rules. Hops are signed with the current key and accepted under either, so a key is rotated without a refused hop.";
+    RELAY_REGION_TIMEOUT_MS, Regions, Some("1000"), Int(50, 60_000),
+        "A hop's whole deadline; past it the hop has failed (v1 then decides here, the other surfaces answer 503).";
+    RELAY_REGION_PROBE_MS, Regions, Some("1000"), Int(100, 60_000),
+        "How often each replica probes each peer's `/readyz` on its region listener; a peer is down after three failed probes in a row (or one failed connect), up after one good probe.";
     RELAY_ADMIN_API_LISTEN, Admin, None, Addr,
         "Opt-in loopback TCP listener for the admin API (`127.0.0.1:9091`); anything but a loopback address stops start-up. Needs `RELAY_ADMIN_TOKEN_FILE`.";
     RELAY_ADMIN_TOKEN_FILE, Admin, None, Path,

@@ -73,6 +73,19 @@ impl EnvelopeError {
     }
 }
 
+/// The `device` field's exact text, as sent (a region's home is chosen by it); `None` when the
+/// body has no string `device` at the top level.
+pub fn device_text(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Device<'a> {
+        #[serde(borrow)]
+        device: std::borrow::Cow<'a, str>,
+    }
+    serde_json::from_slice::<Device<'_>>(body)
+        .ok()
+        .map(|d| d.device.into_owned())
+}
+
 /// Parses and validates one request body.
 ///
 /// `max_ciphertext_chars` is the configured cap (`RELAY_MAX_CIPHERTEXT_CHARS`).

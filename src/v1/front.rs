@@ -66,6 +66,8 @@ pub(crate) struct V1 {
     pub(super) delivery: Arc<Delivery>,
     pub(super) admission: Arc<Admission>,
     pub(super) replica: String,
+    /// Several regions: each device decided in its home region.
+    pub(super) regions: Option<Arc<crate::region::Regions>>,
 }
 
 impl V1 {
@@ -82,7 +84,14 @@ impl V1 {
             delivery,
             admission,
             replica,
+            regions: None,
         }
+    }
+
+    /// Decides each device in its home region (`RELAY_REGION`).
+    pub(crate) fn with_regions(mut self, regions: Option<Arc<crate::region::Regions>>) -> Self {
+        self.regions = regions;
+        self
     }
 
     /// Forgets client buckets that are full again (called periodically).

@@ -6,7 +6,7 @@
 //! ([`finish`]).
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue};
@@ -43,12 +43,22 @@ pub(crate) async fn intake(State(v1): State<Arc<V1>>, req: Request) -> Response 
     let started = Instant::now();
     let (outcome, alert) = match v1.settings.intake.public_refusal() {
         Some(text) => (Answer::IntakeDisabled { text }, None),
-        None => handle(&v1, req, true).instrument(span.clone()).await,
+        None => match handle(&v1, req, true).instrument(span.clone()).await {
+            Handled::Decided(outcome, alert) => (outcome, alert),
+            // Decided in the device's home region: its answer, as it came.
+            Handled::Relayed(resp) => return resp,
+        },
     };
     span.record("outcome", outcome.label());
     span.record("http.response.status_code", outcome.status().as_u16());
     let _entered = span.enter();
     finish(&outcome, started, alert.as_ref(), Some(&v1.replica))
+}
+
+/// What became of a request: decided here, or relayed from the device's home region.
+enum Handled {
+    Decided(Answer, Option<Alert>),
+    Relayed(Response),
 }
 
 /// The deprecated unsigned push of the admin socket (`POST /admin/v1/push`): the v1 answer
@@ -67,7 +77,10 @@ pub(crate) async fn local(v1: &V1, req: Request) -> Response {
     let started = Instant::now();
     let (outcome, alert) = match v1.settings.intake.local_refusal() {
         Some(text) => (Answer::IntakeDisabled { text }, None),
-        None => handle(v1, req, false).instrument(span.clone()).await,
+        None => match handle(v1, req, false).instrument(span.clone()).await {
+            Handled::Decided(outcome, alert) => (outcome, alert),
+            Handled::Relayed(resp) => return resp,
+        },
     };
     span.record("outcome", outcome.label());
     let _entered = span.enter();
@@ -82,9 +95,10 @@ pub(crate) async fn local(v1: &V1, req: Request) -> Response {
     resp
 }
 
-async fn handle(v1: &V1, req: Request, public: bool) -> (Answer, Option<Alert>) {
+async fn handle(v1: &V1, req: Request, public: bool) -> Handled {
+    let decided = |a: Answer| Handled::Decided(a, None);
     let Ok(_admitted) = v1.admission.enter() else {
-        return (Answer::Overloaded, None);
+        return decided(Answer::Overloaded);
     };
     let (parts, body) = req.into_parts();
     if public {
@@ -92,22 +106,57 @@ async fn handle(v1: &V1, req: Request, public: bool) -> (Answer, Option<Alert>) 
         if let Err(Refused::RateLimited { retry_after_s }) =
             v1.admission.take(&parts, v1.delivery.store(), now_ms).await
         {
-            return (Answer::ClientRateLimited { retry_after_s }, None);
+            return decided(Answer::ClientRateLimited { retry_after_s });
         }
     }
+    let hop = parts.extensions.get::<crate::region::Hop>().is_some();
+    let (method, uri, headers) = (
+        parts.method.clone(),
+        parts.uri.clone(),
+        parts.headers.clone(),
+    );
+    let client = v1.admission.source(&parts);
     let req = Request::from_parts(parts, body);
     let body = match body::read(req, MAX_BODY_BYTES, v1.settings.body_timeout).await {
-        Err(BodyError::TimedOut) => return (Answer::Timeout, None),
-        Err(BodyError::TooLarge) => return (Answer::TooLarge, None),
-        Err(BodyError::Unreadable) => return (Answer::Unreadable, None),
+        Err(BodyError::TimedOut) => return decided(Answer::Timeout),
+        Err(BodyError::TooLarge) => return decided(Answer::TooLarge),
+        Err(BodyError::Unreadable) => return decided(Answer::Unreadable),
         Ok(b) => b,
     };
     let alert = match envelope::parse(&body, v1.settings.max_ciphertext_chars) {
         Ok(a) => a,
-        Err(e) => return (Answer::Invalid(e.message().to_owned()), None),
+        Err(e) => return decided(Answer::Invalid(e.message().to_owned())),
     };
+    // Several regions: a device is decided in its home region (a hop is decided where it
+    // lands). With the home down or the hop failed, here: a page must go out.
+    if let (Some(regions), false) = (&v1.regions, hop) {
+        let key = envelope::device_text(&body).unwrap_or_default();
+        match regions.route(key.as_bytes()) {
+            crate::region::Route::Here => {}
+            crate::region::Route::Peer(peer) => {
+                let out = crate::region::Outbound {
+                    method: &method,
+                    uri: &uri,
+                    headers: &headers,
+                    client,
+                    body: body.clone(),
+                };
+                match regions.forward(peer, "v1", out).await {
+                    Ok(resp) => return Handled::Relayed(resp),
+                    Err(crate::region::HopFailure::Failed(why)) => {
+                        tracing::warn!(peer = %peer.name, why, device = %alert.device.hash8(), "hop to the home region failed; deciding here");
+                        crate::metrics::region_fallback(&peer.name);
+                    }
+                }
+            }
+            crate::region::Route::Down(peer) => {
+                crate::metrics::region_hop(&peer.name, "v1", "skipped_down", Duration::ZERO);
+                crate::metrics::region_fallback(&peer.name);
+            }
+        }
+    }
     let outcome = v1.delivery.handle(&alert).await;
-    (Answer::Delivered(outcome), Some(alert))
+    Handled::Decided(Answer::Delivered(outcome), Some(alert))
 }
 
 /// Writes the answer's one log line and metric, and renders it.

@@ -10,6 +10,8 @@ use sealrelay_testkit::process::ChildProcess;
 pub struct RelayProcess {
     pub port: u16,
     pub admin: u16,
+    /// The region listener's port, with `RELAY_REGION`.
+    pub region: Option<u16>,
     child: ChildProcess,
 }
 
@@ -57,7 +59,13 @@ impl RelayProcess {
         else {
             panic!("no addresses in {line}");
         };
-        Self { port, admin, child }
+        let region = port_of(&line, "region");
+        Self {
+            port,
+            admin,
+            region,
+            child,
+        }
     }
 
     pub fn ready(&self) -> bool {

@@ -20,6 +20,7 @@
 //! when the one picked was taken in between.
 
 pub mod coturn;
+pub mod link;
 pub mod mock_apns;
 pub mod mock_cloudflare;
 pub mod mock_fcm;

@@ -363,6 +363,10 @@ container reads with envFrom. Values from .Values.env are applied last and win.
   "RELAY_ICE_TURN_URLS" $v.ice.turnUrls
   "RELAY_ICE_CLOUDFLARE_KEY_ID" $v.ice.cloudflare.keyId
   "RELAY_ICE_CLOUDFLARE_URL" $v.ice.cloudflare.url
+  "RELAY_REGION" $v.region.name
+  "RELAY_REGION_PEERS" $v.region.peers
+  "RELAY_REGION_TIMEOUT_MS" $v.region.timeoutMs
+  "RELAY_REGION_PROBE_MS" $v.region.probeMs
 -}}
 {{- range $name, $value := $map -}}
 {{- if include "sealrelay.isSet" $value -}}
@@ -395,6 +399,15 @@ container reads with envFrom. Values from .Values.env are applied last and win.
 {{- end -}}
 {{- if include "sealrelay.adminTokenRef" . -}}
 {{- $_ := set $c "RELAY_ADMIN_TOKEN_FILE" (printf "%s/token" (trimSuffix "/" $v.adminApi.tcp.token.mountPath)) -}}
+{{- end -}}
+{{- if $v.region.name -}}
+{{- $_ := set $c "RELAY_REGION_LISTEN" (include "sealrelay.listenAddr" (list $v.listenAddress $v.region.port)) -}}
+{{- if $v.region.key.existingSecret -}}
+{{- $_ := set $c "RELAY_REGION_KEY_FILE" (printf "%s/key" (trimSuffix "/" $v.region.key.mountPath)) -}}
+{{- end -}}
+{{- if $v.region.key.previousSecret -}}
+{{- $_ := set $c "RELAY_REGION_KEY_PREVIOUS_FILE" (printf "%s/previous" (trimSuffix "/" $v.region.key.mountPath)) -}}
+{{- end -}}
 {{- end -}}
 {{- /* The one variable passed empty on purpose: "" is the relay's "socket disabled". */ -}}
 {{- if not $v.adminApi.socket.enabled -}}
@@ -556,6 +569,20 @@ whole number fails unless terminationGracePeriodSeconds is explicit.
 {{- end -}}
 {{- if and $v.redis.url (not (regexMatch "^(redis|rediss|redis-cluster|rediss-cluster|redis-sentinel)://" $v.redis.url)) -}}
 {{- fail "redis.url must start with redis://, rediss://, redis-cluster://, rediss-cluster:// or redis-sentinel://" -}}
+{{- end -}}
+{{- if $v.region.name -}}
+{{- if not $v.region.peers -}}
+{{- fail "region.name is set but region.peers is not: name every other region as name=url (RELAY_REGION_PEERS)" -}}
+{{- end -}}
+{{- if not $v.region.key.existingSecret -}}
+{{- fail "region.name is set but region.key.existingSecret is not: every hop is authenticated with a shared key from a Secret (RELAY_REGION_KEY_FILE)" -}}
+{{- end -}}
+{{- if and $v.networkPolicy.enabled (not $v.region.networkPolicy.from) -}}
+{{- fail "networkPolicy.enabled with region.name: set region.networkPolicy.from to the peer regions' sources (the region listener is never open to everyone)" -}}
+{{- end -}}
+{{- if and $v.networkPolicy.enabled $v.networkPolicy.egress.enabled (not $v.region.networkPolicy.to) -}}
+{{- fail "networkPolicy.egress.enabled with region.name: set region.networkPolicy.to to the peer regions' region Services" -}}
+{{- end -}}
 {{- end -}}
 {{- $hasRedis := include "sealrelay.hasRedis" . -}}
 {{- if and (not $hasRedis) (or $v.autoscaling.enabled (gt (int $v.replicaCount) 1)) -}}

@@ -1,0 +1,144 @@
+//! A link between two regions on loopback: a TCP proxy the test holds, in front of a target
+//! set once the target has bound its port, that can add a one-way delay to every chunk it
+//! carries and can be cut (open connections closed, new ones closed at once) and healed.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+#[derive(Default)]
+struct State {
+    target: Mutex<Option<SocketAddr>>,
+    cut: AtomicBool,
+    delay_ms: AtomicU64,
+}
+
+/// A proxy on 127.0.0.1 that the test owns; dropped, it stops.
+pub struct Link {
+    addr: SocketAddr,
+    state: Arc<State>,
+    cuts: watch::Sender<u64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Link {
+    /// Binds a port and starts accepting (connections wait for a target, closed until then).
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind link");
+        let addr = listener.local_addr().unwrap();
+        let state = Arc::new(State::default());
+        let (cuts, _) = watch::channel(0u64);
+        let task = {
+            let state = state.clone();
+            let cuts = cuts.clone();
+            tokio::spawn(async move {
+                loop {
+                    let Ok((client, _)) = listener.accept().await else {
+                        continue;
+                    };
+                    let target = *state.target.lock().unwrap();
+                    if state.cut.load(Ordering::SeqCst) || target.is_none() {
+                        drop(client);
+                        continue;
+                    }
+                    let (state, cut_rx) = (state.clone(), cuts.subscribe());
+                    tokio::spawn(carry(client, target.unwrap(), state, cut_rx));
+                }
+            })
+        };
+        Self {
+            addr,
+            state,
+            cuts,
+            task,
+        }
+    }
+
+    /// Where clients connect.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Where it forwards to.
+    pub fn set_target(&self, target: SocketAddr) {
+        *self.state.target.lock().unwrap() = Some(target);
+    }
+
+    /// Adds `d` to every chunk, each way.
+    pub fn set_delay(&self, d: Duration) {
+        self.state
+            .delay_ms
+            .store(d.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Cuts the link: open connections are closed and new ones refused.
+    pub fn cut(&self) {
+        self.state.cut.store(true, Ordering::SeqCst);
+        self.cuts.send_modify(|n| *n += 1);
+    }
+
+    /// Heals it.
+    pub fn heal(&self) {
+        self.state.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.cut();
+        self.task.abort();
+    }
+}
+
+async fn carry(
+    client: TcpStream,
+    target: SocketAddr,
+    state: Arc<State>,
+    mut cut: watch::Receiver<u64>,
+) {
+    let Ok(server) = TcpStream::connect(target).await else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (cr, cw) = client.into_split();
+    let (sr, sw) = server.into_split();
+    let up = pump(cr, sw, state.clone());
+    let down = pump(sr, cw, state);
+    tokio::select! {
+        _ = async { tokio::join!(up, down) } => {}
+        _ = cut.changed() => {}
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    state: Arc<State>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let delay = state.delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
+}

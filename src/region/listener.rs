@@ -1,0 +1,156 @@
+//! The region listener (`RELAY_REGION_LISTEN`): where other regions' hops land, over HTTP/2
+//! (or HTTP/1.1). `GET /readyz` answers the peers' probes; every other request is a hop: its
+//! body is read (to a bound), [`Regions::accept`] checks it, and the request, marked [`Hop`]
+//! and with the client address the edge saw, goes to the same router the public listener
+//! serves, which decides it here and never forwards it again.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tower::ServiceExt;
+
+use super::peers::Regions;
+use super::wire::{Refused, AUTH, CLIENT, HOP, REFUSAL_HEADER, SET};
+
+/// The largest hop body: the largest body any protocol takes (a mailbox envelope, 64 KiB by
+/// default and at most 1 MiB) with room to spare.
+const MAX_HOP_BODY: usize = 2 << 20;
+/// How long a hop's body may take to arrive.
+const BODY_DEADLINE: Duration = Duration::from_secs(10);
+
+fn refusal(status: StatusCode, error: &str) -> Response {
+    let mut r = (
+        status,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        format!("{{\"error\":\"{error}\",\"status\":{}}}", status.as_u16()),
+    )
+        .into_response();
+    r.headers_mut()
+        .insert(REFUSAL_HEADER, HeaderValue::from_static("1"));
+    r
+}
+
+/// One request on the region listener.
+async fn handle(
+    regions: Arc<Regions>,
+    router: axum::Router,
+    ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    peer: SocketAddr,
+    req: Request,
+) -> Response {
+    if req.method() == axum::http::Method::GET && req.uri().path() == "/readyz" {
+        return if ready() {
+            (StatusCode::OK, "ready\n").into_response()
+        } else {
+            (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+        };
+    }
+    let (mut parts, body) = req.into_parts();
+    let sender = parts
+        .headers
+        .get(HOP)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let bytes =
+        match tokio::time::timeout(BODY_DEADLINE, axum::body::to_bytes(body, MAX_HOP_BODY)).await {
+            Ok(Ok(b)) => b,
+            _ => return refusal(StatusCode::BAD_REQUEST, "invalid_request"),
+        };
+    let (hop, client) = match regions.accept(&parts.method, &parts.uri, &parts.headers, &bytes) {
+        Ok(x) => x,
+        Err(Refused::Unauthorized(why)) => {
+            crate::metrics::region_hop_received(known(&regions, &sender), "unauthorized");
+            tracing::warn!(from = %known(&regions, &sender), peer = %peer.ip(), why, "hop refused: unauthorized");
+            return refusal(StatusCode::UNAUTHORIZED, "unauthorized");
+        }
+        Err(Refused::SetMismatch(from)) => {
+            crate::metrics::region_hop_received(&from, "region_set_mismatch");
+            tracing::warn!(%from, "hop refused: the sender lists another set of regions");
+            return refusal(StatusCode::CONFLICT, "region_set_mismatch");
+        }
+    };
+    crate::metrics::region_hop_received(&hop.from, "accepted");
+    for h in [HOP, CLIENT, SET, AUTH] {
+        parts.headers.remove(h);
+    }
+    // The per-source limits count the client the edge saw, not the peer region.
+    let client = client.unwrap_or(peer.ip());
+    parts
+        .extensions
+        .insert(ConnectInfo(SocketAddr::new(client, 0)));
+    parts.extensions.insert(hop);
+    let req = Request::from_parts(parts, Body::from(bytes));
+    match router.oneshot(req).await {
+        Ok(r) => r,
+        Err(never) => match never {},
+    }
+}
+
+/// A label for a sending region: its name when configured, else `unknown` (a metric label
+/// never takes a stranger's text).
+fn known<'a>(regions: &'a Regions, sender: &str) -> &'a str {
+    regions.peer_name(sender).unwrap_or("unknown")
+}
+
+/// Serves the region listener until `stop`: HTTP/2 (prior knowledge) and HTTP/1.1.
+pub async fn serve(
+    listener: TcpListener,
+    regions: Arc<Regions>,
+    router: axum::Router,
+    ready: Arc<dyn Fn() -> bool + Send + Sync>,
+    mut stop: watch::Receiver<bool>,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    // Every connection holds a receiver; at stop each is told to finish and close, and the
+    // listener waits (a bounded time) until every receiver is gone.
+    let (closing, connections) = watch::channel(false);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "region listener: accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop.changed() => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        let (regions, router, ready) = (regions.clone(), router.clone(), ready.clone());
+        let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            let (regions, router, ready) = (regions.clone(), router.clone(), ready.clone());
+            async move {
+                Ok::<_, std::convert::Infallible>(
+                    handle(regions, router, ready, peer, req.map(Body::new)).await,
+                )
+            }
+        });
+        let mut closing_rx = connections.clone();
+        tokio::spawn(async move {
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let conn = builder.serve_connection(TokioIo::new(tcp), svc);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = closing_rx.changed() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.as_mut().await;
+                }
+            }
+            drop(closing_rx);
+        });
+    }
+    drop(listener);
+    drop(connections);
+    let _ = closing.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(5), closing.closed()).await;
+}

@@ -1,0 +1,388 @@
+//! This replica's view of the regions: the settings, the peers (probed up or down), the route
+//! of a key, the hop itself (one pooled HTTP/2 client for all peers), and the receiving
+//! side's checks ([`Regions::accept`]).
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderMap, HeaderName, Method, Request, Response, Uri};
+use http_body_util::Full;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use super::wire::{self, Hop, AUTH, CLIENT, HOP, SET};
+use super::{auth, home};
+use crate::secret::SecretBytes;
+
+/// Failed probes in a row after which a peer is down.
+const DOWN_AFTER: u32 = 3;
+
+/// The surfaces a hop serves (a metric label).
+pub const SURFACES: [&str; 4] = ["v1", "mailbox", "signed", "admin"];
+/// How a hop ended (a metric label).
+pub const OUTCOMES: [&str; 4] = ["answered", "failed", "refused", "skipped_down"];
+
+/// A peer region: its name and its region listener's origin.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// `[a-z0-9-]{1,32}`.
+    pub name: String,
+    /// `http(s)://host:port`.
+    pub url: Uri,
+}
+
+/// `RELAY_REGION*`.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// This region.
+    pub name: String,
+    /// Every other region.
+    pub peers: Vec<Peer>,
+    /// The region listener.
+    pub listen: SocketAddr,
+    /// The hop key.
+    pub key: SecretBytes,
+    /// The key being retired (accepted, never used to sign).
+    pub previous: Option<SecretBytes>,
+    /// A hop's whole deadline.
+    pub timeout: Duration,
+    /// How often each peer is probed.
+    pub probe: Duration,
+}
+
+/// One peer as this replica sees it.
+#[derive(Debug)]
+pub struct PeerState {
+    /// Its name.
+    pub name: String,
+    url: Uri,
+    up: AtomicBool,
+    failed_probes: AtomicU32,
+}
+
+impl PeerState {
+    fn set_up(&self, up: bool) {
+        let was = self.up.swap(up, Ordering::SeqCst);
+        if was != up {
+            if up {
+                tracing::info!(peer = %self.name, "peer region up");
+            } else {
+                tracing::warn!(peer = %self.name, "peer region down: no hop is tried until a probe succeeds");
+            }
+        }
+        crate::metrics::region_peer_up(&self.name, up);
+    }
+
+    /// Whether the probes find it up.
+    pub fn is_up(&self) -> bool {
+        self.up.load(Ordering::SeqCst)
+    }
+}
+
+/// Where a key is decided.
+#[derive(Debug)]
+pub enum Route<'a> {
+    /// In this region.
+    Here,
+    /// In a peer that is up: forward.
+    Peer(&'a PeerState),
+    /// In a peer that is down: no hop is tried.
+    Down(&'a PeerState),
+}
+
+/// A request as the edge received it, to be sent to its home region.
+#[derive(Debug)]
+pub struct Outbound<'a> {
+    /// Its method.
+    pub method: &'a Method,
+    /// Its path and query (the authority is the peer's).
+    pub uri: &'a Uri,
+    /// Its headers (only those the protocols read are sent).
+    pub headers: &'a HeaderMap,
+    /// The client's address as the edge saw it.
+    pub client: IpAddr,
+    /// The body, read whole.
+    pub body: Bytes,
+}
+
+/// Why a hop did not bring an answer back.
+#[derive(Debug)]
+pub enum HopFailure {
+    /// No connection, a timeout, or the home's own 503 `unavailable`.
+    Failed(String),
+}
+
+type HopClient = Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Full<Bytes>,
+>;
+
+/// This region and its peers.
+pub struct Regions {
+    name: String,
+    names: Vec<String>,
+    digest: String,
+    keys: auth::Keys,
+    peers: Vec<PeerState>,
+    timeout: Duration,
+    probe: Duration,
+    client: HopClient,
+}
+
+impl std::fmt::Debug for Regions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Regions")
+            .field("name", &self.name)
+            .field("peers", &self.peers)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Headers of a request that a hop carries (what the protocols read).
+const FORWARDED: [HeaderName; 5] = [
+    header::CONTENT_TYPE,
+    header::AUTHORIZATION,
+    header::HeaderName::from_static("x-relay-notify"),
+    header::HeaderName::from_static("last-event-id"),
+    header::ACCEPT,
+];
+
+/// Hop-by-hop headers of an answer, not relayed.
+const HOP_BY_HOP: [&str; 6] = [
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+];
+
+impl Regions {
+    /// From the settings; the peers start down until their first probe.
+    pub fn new(settings: &Settings) -> anyhow::Result<Self> {
+        let mut names: Vec<String> = settings.peers.iter().map(|p| p.name.clone()).collect();
+        names.push(settings.name.clone());
+        names.sort();
+        let digest = home::set_digest(&names);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_webpki_roots()
+            .https_or_http()
+            .enable_http2()
+            .build();
+        let client = Client::builder(TokioExecutor::new())
+            .http2_only(true)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(connector);
+        let peers: Vec<PeerState> = settings
+            .peers
+            .iter()
+            .map(|p| PeerState {
+                name: p.name.clone(),
+                url: p.url.clone(),
+                up: AtomicBool::new(false),
+                failed_probes: AtomicU32::new(DOWN_AFTER),
+            })
+            .collect();
+        let peer_names: Vec<String> = peers.iter().map(|p| p.name.clone()).collect();
+        crate::metrics::register_regions(&peer_names, &SURFACES, &OUTCOMES, &wire::RECEIVED);
+        Ok(Self {
+            name: settings.name.clone(),
+            names,
+            digest,
+            keys: auth::Keys::new(
+                settings.key.expose(),
+                settings.previous.as_ref().map(SecretBytes::expose),
+            ),
+            peers,
+            timeout: settings.timeout,
+            probe: settings.probe,
+            client,
+        })
+    }
+
+    /// The configured name of the peer called `name`, if there is one.
+    pub fn peer_name(&self, name: &str) -> Option<&str> {
+        self.peers
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.name.as_str())
+    }
+
+    /// Where `key` is decided.
+    pub fn route(&self, key: &[u8]) -> Route<'_> {
+        let h = home::home(&self.names, key);
+        if h == self.name {
+            return Route::Here;
+        }
+        match self.peers.iter().find(|p| p.name == h) {
+            Some(p) if p.is_up() => Route::Peer(p),
+            Some(p) => Route::Down(p),
+            None => Route::Here,
+        }
+    }
+
+    /// Sends a request to its home `peer` and brings back the answer as it came: status,
+    /// headers (hop-by-hop ones apart) and body.
+    pub async fn forward(
+        &self,
+        peer: &PeerState,
+        surface: &'static str,
+        request: Outbound<'_>,
+    ) -> Result<Response<Body>, HopFailure> {
+        let Outbound {
+            method,
+            uri,
+            headers,
+            client,
+            body,
+        } = request;
+        let started = Instant::now();
+        let pq = uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
+        let target = format!(
+            "{}://{}{pq}",
+            peer.url.scheme_str().unwrap_or("http"),
+            peer.url.authority().map_or("", |a| a.as_str())
+        );
+        let now_ms = wall_ms();
+        let mut req = Request::builder().method(method.clone()).uri(&target);
+        for name in FORWARDED.iter() {
+            for v in headers.get_all(name) {
+                req = req.header(name, v);
+            }
+        }
+        let sig = self.keys.sign(now_ms, method.as_str(), &pq, &body);
+        let req = req
+            .header(HOP, &self.name)
+            .header(CLIENT, client.to_string())
+            .header(SET, &self.digest)
+            .header(AUTH, sig)
+            .body(Full::new(body))
+            .map_err(|e| HopFailure::Failed(format!("request: {e}")))?;
+        let sent = tokio::time::timeout(self.timeout, self.client.request(req)).await;
+        let resp = match sent {
+            Err(_) => {
+                crate::metrics::region_hop(&peer.name, surface, "failed", started.elapsed());
+                return Err(HopFailure::Failed("timed out".into()));
+            }
+            Ok(Err(e)) => {
+                if e.is_connect() {
+                    peer.failed_probes.store(DOWN_AFTER, Ordering::SeqCst);
+                    peer.set_up(false);
+                }
+                crate::metrics::region_hop(&peer.name, surface, "failed", started.elapsed());
+                return Err(HopFailure::Failed(format!("{e}")));
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status();
+        // The rest of the answer within what is left of the deadline: the protocols' answers
+        // are small (event streams and sockets do not come this way).
+        let left = self.timeout.saturating_sub(started.elapsed());
+        let (mut parts, incoming) = resp.into_parts();
+        let bytes =
+            match tokio::time::timeout(left, http_body_util::BodyExt::collect(incoming)).await {
+                Ok(Ok(c)) => c.to_bytes(),
+                _ => {
+                    crate::metrics::region_hop(&peer.name, surface, "failed", started.elapsed());
+                    return Err(HopFailure::Failed("the answer did not arrive whole".into()));
+                }
+            };
+        // The home could not decide (its store away, or shedding): the hop failed.
+        if status == axum::http::StatusCode::SERVICE_UNAVAILABLE {
+            crate::metrics::region_hop(&peer.name, surface, "failed", started.elapsed());
+            return Err(HopFailure::Failed("home answered 503 unavailable".into()));
+        }
+        let refused = matches!(status.as_u16(), 401 | 409)
+            && parts.headers.contains_key(wire::REFUSAL_HEADER);
+        crate::metrics::region_hop(
+            &peer.name,
+            surface,
+            if refused { "refused" } else { "answered" },
+            started.elapsed(),
+        );
+        for h in HOP_BY_HOP {
+            parts.headers.remove(h);
+        }
+        parts.headers.remove(wire::REFUSAL_HEADER);
+        Ok(Response::from_parts(parts, Body::from(bytes)))
+    }
+
+    /// Probes every peer's `/readyz` every `RELAY_REGION_PROBE_MS` until `stop`.
+    pub async fn probe(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(self.probe);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = stop.changed() => return,
+            }
+            let probes = self.peers.iter().map(|p| self.probe_one(p));
+            futures_util::future::join_all(probes).await;
+        }
+    }
+
+    async fn probe_one(&self, peer: &PeerState) {
+        let uri = format!(
+            "{}://{}/readyz",
+            peer.url.scheme_str().unwrap_or("http"),
+            peer.url.authority().map_or("", |a| a.as_str())
+        );
+        let ok = match Request::get(&uri).body(Full::new(Bytes::new())) {
+            Ok(req) => matches!(
+                tokio::time::timeout(self.timeout, self.client.request(req)).await,
+                Ok(Ok(r)) if r.status().is_success()
+            ),
+            Err(_) => false,
+        };
+        if ok {
+            peer.failed_probes.store(0, Ordering::SeqCst);
+            peer.set_up(true);
+        } else {
+            let n = peer.failed_probes.fetch_add(1, Ordering::SeqCst) + 1;
+            if n >= DOWN_AFTER {
+                peer.set_up(false);
+            }
+        }
+    }
+
+    /// The receiving side's checks on a hop, in order: a known sending region (401), the same
+    /// region set (409 `region_set_mismatch`), a fresh signature over exactly this request
+    /// (401). Returns the [`Hop`] mark and the client address it names.
+    pub fn accept(
+        &self,
+        method: &Method,
+        uri: &Uri,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Result<(Hop, Option<IpAddr>), wire::Refused> {
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let from = text(HOP)
+            .filter(|f| self.peers.iter().any(|p| p.name == *f))
+            .ok_or(wire::Refused::Unauthorized("unknown sending region"))?;
+        if text(SET) != Some(self.digest.as_str()) {
+            return Err(wire::Refused::SetMismatch(from.to_owned()));
+        }
+        let pq = uri.path_and_query().map_or("/", |p| p.as_str());
+        self.keys
+            .verify(text(AUTH), wall_ms(), method.as_str(), pq, body)
+            .map_err(|r| wire::Refused::Unauthorized(r.as_str()))?;
+        let client = text(CLIENT).and_then(|c| c.parse::<IpAddr>().ok());
+        Ok((
+            Hop {
+                from: from.to_owned(),
+            },
+            client,
+        ))
+    }
+}
+
+/// The wall clock in Unix milliseconds: the hop's freshness is the one place a region reads it
+/// (both sides' clocks, within 30 s).
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,348 @@
+//! Two regions on loopback, each its own Redis, its own mock APNs and its own relay process,
+//! linked through proxies the test holds (a link can be cut and healed): a v1 alert is decided
+//! in its device's home region whichever region it reaches, the answer comes back byte for
+//! byte, the same alert sent to both regions is delivered once, the region listener refuses
+//! what is not a hop, and with the link cut the edge decides itself and counts it.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use common::process::RelayProcess;
+use common::*;
+use sealrelay_testkit::link::Link;
+use sealrelay_testkit::redis::RedisServer;
+
+const REGIONS: [&str; 2] = ["eu", "us"];
+
+/// The home of a key: rendezvous hashing as REGIONS.md defines it, computed here on its own.
+fn home(key: &str) -> &'static str {
+    let weight = |r: &str| {
+        let mut input = r.as_bytes().to_vec();
+        input.push(0);
+        input.extend_from_slice(key.as_bytes());
+        let d = ring::digest::digest(&ring::digest::SHA256, &input);
+        u64::from_be_bytes(d.as_ref()[..8].try_into().unwrap())
+    };
+    REGIONS.iter().max_by_key(|r| weight(r)).unwrap()
+}
+
+/// A device token homed in `region`.
+fn device_in(region: &str, from: u32) -> String {
+    (from..).map(device).find(|d| home(d) == region).unwrap()
+}
+
+struct Region {
+    relay: RelayProcess,
+    prod: MockApns,
+    _sandbox: MockApns,
+    _redis: RedisServer,
+}
+
+struct World {
+    regions: Vec<Region>,
+    /// links[i]: the way into region i (what the other region names as its peer).
+    links: Vec<Link>,
+    client: hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        http_body_util::Full<bytes::Bytes>,
+    >,
+    _dir: tempfile::TempDir,
+    _pki: Pki,
+}
+
+async fn world() -> World {
+    let pki = pki();
+    let key = auth_key();
+    let dir = tempfile::tempdir().unwrap();
+    let key_file = dir.path().join("region.key");
+    std::fs::write(
+        &key_file,
+        "5f0c3b1e9a7d4c2b8e6f1a3d5c7b9e0f2a4c6e8b0d2f4a6c8e0b2d4f6a8c0e2\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let links = vec![Link::start().await, Link::start().await];
+    let mut regions = Vec::new();
+    for (i, name) in REGIONS.iter().enumerate() {
+        let other = 1 - i;
+        let prod = mock(&pki, &key).await;
+        let sandbox = mock(&pki, &key).await;
+        let redis = RedisServer::start();
+        let mut vars = relay_vars(&pki, &key, &prod, &sandbox);
+        vars.retain(|(k, _)| k != "RELAY_LISTEN" && k != "RELAY_ADMIN_LISTEN");
+        for (k, v) in [
+            ("REDIS_URL", redis.url()),
+            ("RELAY_REGION", (*name).to_owned()),
+            (
+                "RELAY_REGION_PEERS",
+                format!("{}={}", REGIONS[other], links[other].url()),
+            ),
+            ("RELAY_REGION_LISTEN", "127.0.0.1:0".to_owned()),
+            ("RELAY_REGION_KEY_FILE", key_file.display().to_string()),
+            ("RELAY_REGION_PROBE_MS", "100".to_owned()),
+            ("RELAY_REGION_TIMEOUT_MS", "2000".to_owned()),
+        ] {
+            vars.push((k.to_owned(), v));
+        }
+        let relay = RelayProcess::spawn(&vars);
+        let port = relay.region.expect("the region listener's port");
+        links[i].set_target(([127, 0, 0, 1], port).into());
+        regions.push(Region {
+            relay,
+            prod,
+            _sandbox: sandbox,
+            _redis: redis,
+        });
+    }
+    let w = World {
+        regions,
+        links,
+        client: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http(),
+        _dir: dir,
+        _pki: pki,
+    };
+    // Each region's probes find the other up.
+    for i in 0..2 {
+        w.wait_metric(
+            i,
+            &format!("sealrelay_region_peer_up{{peer=\"{}\"}} 1", REGIONS[1 - i]),
+        )
+        .await;
+    }
+    w
+}
+
+impl World {
+    async fn post(&self, region: usize, body: &serde_json::Value) -> Resp {
+        request(
+            &self.client,
+            "POST",
+            &self.regions[region].relay.url(),
+            serde_json::to_vec(body).unwrap(),
+        )
+        .await
+    }
+
+    async fn metrics(&self, region: usize) -> String {
+        let url = format!(
+            "http://127.0.0.1:{}/metrics",
+            self.regions[region].relay.admin
+        );
+        request(&self.client, "GET", &url, Vec::new()).await.body
+    }
+
+    async fn wait_metric(&self, region: usize, line: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let m = self.metrics(region).await;
+            if m.lines().any(|l| l == line) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no `{line}` in region {region}:\n{m}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_is_decided_in_its_home_region_wherever_it_arrives() {
+    let w = world().await;
+    for (home_i, name) in REGIONS.iter().enumerate() {
+        let edge = 1 - home_i;
+        let d = device_in(name, 100 * home_i as u32);
+        let e = envelope(&d, &id(1));
+        let (home_before, edge_before) = (
+            w.regions[home_i].prod.delivered(),
+            w.regions[edge].prod.delivered(),
+        );
+        // Sent to the other region: forwarded, answered as in one region, delivered by home.
+        let r = w.post(edge, &e).await;
+        assert_eq!(
+            (r.status, r.body.as_str()),
+            (202, r#"{"v":1,"outcome":"forwarded"}"#)
+        );
+        assert_eq!(
+            w.regions[home_i].prod.delivered(),
+            home_before + 1,
+            "the home delivered it"
+        );
+        assert_eq!(
+            w.regions[edge].prod.delivered(),
+            edge_before,
+            "the edge did not"
+        );
+        // The same alert sent to the home and again to the edge: coalesced both times, byte
+        // for byte the same answer.
+        let direct = w.post(home_i, &e).await;
+        let hop = w.post(edge, &e).await;
+        assert_eq!(
+            (direct.status, direct.body.as_str()),
+            (202, r#"{"v":1,"outcome":"coalesced"}"#)
+        );
+        assert_eq!(
+            (hop.status, hop.body.as_str()),
+            (direct.status, direct.body.as_str())
+        );
+        assert_eq!(w.regions[home_i].prod.delivered(), home_before + 1);
+        // An envelope whose device cannot be read is answered where it arrived.
+        let mut bad = e.clone();
+        bad["device"] = serde_json::json!(5);
+        let r = w.post(edge, &bad).await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        // Both edges' hops were counted as answered.
+        let m = w.metrics(edge).await;
+        assert!(
+            m.contains(&format!(
+                "sealrelay_region_hops_total{{peer=\"{name}\",surface=\"v1\",outcome=\"answered\"}} 2"
+            )),
+            "{m}"
+        );
+        let m = w.metrics(home_i).await;
+        assert!(
+            m.contains(&format!(
+                "sealrelay_region_hops_received_total{{peer=\"{}\",outcome=\"accepted\"}} 2",
+                REGIONS[edge]
+            )),
+            "{m}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_region_listener_takes_only_authenticated_hops_of_the_same_set() {
+    let w = world().await;
+    let port = w.regions[1].relay.region.unwrap();
+    let url = format!("http://127.0.0.1:{port}/");
+    let e = serde_json::to_vec(&envelope(&device(1), &id(1))).unwrap();
+    let send = |headers: Vec<(&'static str, String)>| {
+        let client = w.client.clone();
+        let (url, body) = (url.clone(), e.clone());
+        async move {
+            let mut req = hyper::Request::post(&url);
+            for (k, v) in headers {
+                req = req.header(k, v);
+            }
+            let resp = client
+                .request(
+                    req.body(http_body_util::Full::new(bytes::Bytes::from(body)))
+                        .unwrap(),
+                )
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let body = http_body_util::BodyExt::collect(resp.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            (status, String::from_utf8_lossy(&body).into_owned())
+        }
+    };
+    // No hop headers at all; a stranger naming a region; the right set with a bad signature;
+    // another set.
+    let set: String = {
+        let d = ring::digest::digest(&ring::digest::SHA256, b"eu,us");
+        d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    };
+    let (s, b) = send(vec![]).await;
+    assert_eq!(
+        (s, b.as_str()),
+        (401, r#"{"error":"unauthorized","status":401}"#)
+    );
+    let (s, _) = send(vec![
+        ("x-relay-hop", "eu".into()),
+        ("x-relay-region-set", set.clone()),
+    ])
+    .await;
+    assert_eq!(s, 401);
+    let (s, _) = send(vec![
+        ("x-relay-hop", "eu".into()),
+        ("x-relay-region-set", set.clone()),
+        (
+            "x-relay-region-auth",
+            "t=1,sig=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".into(),
+        ),
+    ])
+    .await;
+    assert_eq!(s, 401);
+    let (s, b) = send(vec![
+        ("x-relay-hop", "eu".into()),
+        ("x-relay-region-set", "00".repeat(32)),
+    ])
+    .await;
+    assert_eq!(
+        (s, b.as_str()),
+        (409, r#"{"error":"region_set_mismatch","status":409}"#)
+    );
+    assert_eq!(
+        w.regions[1].prod.delivered(),
+        0,
+        "nothing refused was decided"
+    );
+    let m = w.metrics(1).await;
+    assert!(
+        m.contains(
+            r#"sealrelay_region_hops_received_total{peer="eu",outcome="region_set_mismatch"} 1"#
+        ),
+        "{m}"
+    );
+    // The probe path answers without authentication.
+    let r = request(
+        &w.client,
+        "GET",
+        &format!("http://127.0.0.1:{port}/readyz"),
+        Vec::new(),
+    )
+    .await;
+    assert_eq!((r.status, r.body.as_str()), (200, "ready\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_link_is_decided_at_the_edge_and_healing_sends_home_again() {
+    let w = world().await;
+    let us_device = device_in("us", 0);
+    // Cut the way into us: eu's probes find it down within three probe intervals.
+    w.links[1].cut();
+    let t = Instant::now();
+    w.wait_metric(0, r#"sealrelay_region_peer_up{peer="us"} 0"#)
+        .await;
+    println!("us seen down by eu after {:?}", t.elapsed());
+    let r = w.post(0, &envelope(&us_device, &id(1))).await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (202, r#"{"v":1,"outcome":"forwarded"}"#)
+    );
+    assert_eq!(
+        w.regions[0].prod.delivered(),
+        1,
+        "decided and sent by the edge"
+    );
+    assert_eq!(w.regions[1].prod.delivered(), 0);
+    let m = w.metrics(0).await;
+    assert!(
+        m.contains(r#"sealrelay_region_fallbacks_total{peer="us"} 1"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(
+            r#"sealrelay_region_hops_total{peer="us",surface="v1",outcome="skipped_down"} 1"#
+        ),
+        "{m}"
+    );
+    // Healed: one good probe and the next alert goes home.
+    w.links[1].heal();
+    w.wait_metric(0, r#"sealrelay_region_peer_up{peer="us"} 1"#)
+        .await;
+    let r = w.post(0, &envelope(&us_device, &id(2))).await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (202, r#"{"v":1,"outcome":"forwarded"}"#)
+    );
+    assert_eq!(w.regions[1].prod.delivered(), 1, "home again");
+    assert_eq!(w.regions[0].prod.delivered(), 1);
+}
