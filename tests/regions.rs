@@ -9,10 +9,15 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
+use common::mailbox::*;
 use common::process::RelayProcess;
 use common::*;
+use futures_util::SinkExt;
 use sealrelay_testkit::link::Link;
 use sealrelay_testkit::redis::RedisServer;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
 
 const REGIONS: [&str; 2] = ["eu", "us"];
 
@@ -83,6 +88,7 @@ async fn world() -> World {
             ("RELAY_REGION_KEY_FILE", key_file.display().to_string()),
             ("RELAY_REGION_PROBE_MS", "100".to_owned()),
             ("RELAY_REGION_TIMEOUT_MS", "2000".to_owned()),
+            ("RELAY_APPS", "chat:signal".to_owned()),
         ] {
             vars.push((k.to_owned(), v));
         }
@@ -116,6 +122,16 @@ async fn world() -> World {
 }
 
 impl World {
+    /// Mailbox `n`'s id homed in `region`, and the mailbox as seen through region `at`.
+    fn mailbox(&self, region: &str, at: usize) -> Mb {
+        let id = (0..)
+            .map(mailbox_id)
+            .find(|id| home(&format!("chat/{id}")) == region)
+            .unwrap();
+        let addr = ([127, 0, 0, 1], self.regions[at].relay.port).into();
+        Mb::new(addr, "chat", &id, &bearer(1))
+    }
+
     async fn post(&self, region: usize, body: &serde_json::Value) -> Resp {
         request(
             &self.client,
@@ -345,4 +361,86 @@ async fn a_cut_link_is_decided_at_the_edge_and_healing_sends_home_again() {
     );
     assert_eq!(w.regions[1].prod.delivered(), 1, "home again");
     assert_eq!(w.regions[0].prod.delivered(), 1);
+}
+
+/// A mailbox lives in its home region: claimed, written and read through the other region,
+/// the answers are the home's, byte for byte; a watch opened through the other region hears
+/// the home's writes; a signal pair with one side in each region relays frames and `peer 0`;
+/// with the home unreachable the other region answers 503 with `Retry-After: 1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mailbox_and_its_sockets_live_in_the_home_region() {
+    let w = world().await;
+    let wait = Duration::from_secs(5);
+    let edge = w.mailbox("us", 0);
+    let home = edge.at(([127, 0, 0, 1], w.regions[1].relay.port).into());
+    assert_eq!(edge.claim().await, 201, "claimed at home through eu");
+    assert_eq!(
+        home.claim().await,
+        204,
+        "already yours: the claim is at home"
+    );
+    assert_eq!(edge.put("p2c", 1, b"sealed-1").await.status, 201);
+    let (direct, hop) = (home.list("p2c", "").await, edge.list("p2c", "").await);
+    assert_eq!(
+        (hop.status, hop.body.as_str()),
+        (direct.status, direct.body.as_str())
+    );
+    assert!(direct.body.contains(r#""last":1"#), "{}", direct.body);
+    // The same mailbox id in eu's own store does not exist: nothing was written there.
+    let m = w.metrics(0).await;
+    assert!(
+        m.contains(
+            r#"sealrelay_region_hops_total{peer="us",surface="mailbox",outcome="answered"} 3"#
+        ),
+        "{m}"
+    );
+    // A watch through eu hears a write made at home.
+    let mut watch = edge.watch("p2c").await;
+    assert_eq!(home.put("p2c", 2, b"sealed-2").await.status, 201);
+    let mut heard = Vec::new();
+    while let Some(t) = next_text(&mut watch, wait).await {
+        heard.push(t.clone());
+        if t == "seq 2" {
+            break;
+        }
+    }
+    assert_eq!(heard.last().map(String::as_str), Some("seq 2"), "{heard:?}");
+    // A signal pair across the regions.
+    let (mut p, _) = edge.socket("/signal/primary", false).await.unwrap();
+    let (mut c, _) = home.socket("/signal/companion", false).await.unwrap();
+    assert_eq!(next_text(&mut p, wait).await.as_deref(), Some("peer 1"));
+    assert_eq!(next_text(&mut c, wait).await.as_deref(), Some("peer 1"));
+    send_binary(&mut p, b"offer".to_vec()).await;
+    let got = loop {
+        match tokio::time::timeout(wait, futures_util::StreamExt::next(&mut c)).await {
+            Ok(Some(Ok(Message::Binary(b)))) => break b.to_vec(),
+            Ok(Some(Ok(_))) => continue,
+            other => panic!("no frame: {other:?}"),
+        }
+    };
+    assert_eq!(got, b"offer");
+    p.send(Message::Close(Some(CloseFrame {
+        code: CloseCode::Normal,
+        reason: "bye".into(),
+    })))
+    .await
+    .unwrap();
+    assert_eq!(next_text(&mut c, wait).await.as_deref(), Some("peer 0"));
+    // The home unreachable: 503 unavailable, Retry-After: 1, for requests and upgrades.
+    w.links[1].cut();
+    w.wait_metric(0, r#"sealrelay_region_peer_up{peer="us"} 0"#)
+        .await;
+    let r = edge.list("p2c", "").await;
+    assert_eq!(
+        (
+            r.status,
+            r.body.as_str(),
+            r.headers.get("retry-after").map(String::as_str)
+        ),
+        (503, r#"{"error":"unavailable","status":503}"#, Some("1"))
+    );
+    let (status, _) = refused(edge.socket("/p2c/watch", true).await.unwrap_err());
+    assert_eq!(status, 503);
+    // The watch through eu ends with the link: going away.
+    assert_eq!(close_code(&mut watch, wait).await, Some(1001));
 }

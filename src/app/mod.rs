@@ -238,18 +238,21 @@ impl App {
             .with_regions(regions.clone()),
         );
         let (stop, stop_rx) = watch::channel(false);
-        let mailboxes = Arc::new(Mailboxes::new(
-            cfg.mailbox.clone(),
-            store.clone(),
-            delivery.clock().clone(),
-            crate::mailbox::push::Modules::new(modules),
-            if cfg.ice.has_provider() {
-                Some(crate::mailbox::ice::Ice::new(&cfg.ice)?)
-            } else {
-                None
-            },
-            stop_rx,
-        ));
+        let mailboxes = Arc::new(
+            Mailboxes::new(
+                cfg.mailbox.clone(),
+                store.clone(),
+                delivery.clock().clone(),
+                crate::mailbox::push::Modules::new(modules),
+                if cfg.ice.has_provider() {
+                    Some(crate::mailbox::ice::Ice::new(&cfg.ice)?)
+                } else {
+                    None
+                },
+                stop_rx,
+            )
+            .with_regions(regions.clone()),
+        );
         let signers = Signers::new(store.clone());
         let signed = Arc::new(Signed::new(
             cfg.signed.clone(),

@@ -130,6 +130,51 @@ async fn observe<P: Place>(
     // The log names the mailbox by a prefix of its name (a hash): never the id.
     let mailbox = target.name.as_str().get(..8).unwrap_or_default().to_owned();
     req.extensions_mut().insert(target);
+    // Several regions: a mailbox is decided in its home region, or not at all.
+    if let Some(regions) = &m.regions {
+        let key = home_key(req.uri().path());
+        // A watch or signal socket: upgraded at home first, then joined here.
+        let is_hop = req.extensions().get::<crate::region::Hop>().is_some();
+        if !is_hop && is_upgrade(&req) {
+            match regions.route(key.as_bytes()) {
+                crate::region::Route::Here => {}
+                crate::region::Route::Down(peer) => {
+                    metrics::region_hop(&peer.name, "mailbox", "skipped_down", Duration::ZERO);
+                    metrics::mailbox_request(route.as_str(), 503);
+                    return MailboxError::Unavailable.into_response();
+                }
+                crate::region::Route::Peer(peer) => {
+                    return match regions.proxy_socket(peer, "mailbox", req).await {
+                        Some(resp) => resp,
+                        None => {
+                            metrics::mailbox_request(route.as_str(), 503);
+                            MailboxError::Unavailable.into_response()
+                        }
+                    };
+                }
+            }
+        }
+        let max = m.settings.max_envelope_bytes.max(MAX_REGISTRATION_BYTES);
+        match regions
+            .relay("mailbox", key.as_bytes(), req, max, BODY_TIMEOUT)
+            .await
+        {
+            crate::region::Relay::Here(r) => req = r,
+            crate::region::Relay::Answered(resp) => return resp,
+            crate::region::Relay::Unreachable => {
+                metrics::mailbox_request(route.as_str(), 503);
+                return MailboxError::Unavailable.into_response();
+            }
+            crate::region::Relay::Unreadable(e) => {
+                let e = match e {
+                    BodyError::TooLarge => MailboxError::TooLarge,
+                    BodyError::TimedOut | BodyError::Unreadable => MailboxError::BadRequest,
+                };
+                metrics::mailbox_request(route.as_str(), e.status().as_u16());
+                return e.into_response();
+            }
+        }
+    }
     let resp = next.run(req).await;
     let status = resp.status().as_u16();
     metrics::mailbox_request(route.as_str(), status);
@@ -141,6 +186,22 @@ async fn observe<P: Place>(
         "mailbox"
     );
     resp
+}
+
+/// Whether a request asks for a WebSocket.
+fn is_upgrade(req: &Request) -> bool {
+    req.headers()
+        .get(axum::http::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// A mailbox's key for its home region, `<app>/<id>`, from a path the route's check accepted
+/// (`/v1/<app>/mailbox/<id>/...`).
+fn home_key(path: &str) -> String {
+    let mut parts = path.trim_start_matches('/').split('/');
+    let (_, app, _, id) = (parts.next(), parts.next(), parts.next(), parts.next());
+    format!("{}/{}", app.unwrap_or(""), id.unwrap_or(""))
 }
 
 /// A path under `/v1/` of no route.

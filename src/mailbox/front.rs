@@ -62,6 +62,8 @@ pub struct Mailboxes {
     pub(super) ice: Option<ice::Ice>,
     pub(super) stop: stop_watch::Receiver<bool>,
     pub(super) places: Arc<super::places::Places>,
+    /// Several regions: each mailbox decided in its home region.
+    pub(super) regions: Option<Arc<crate::region::Regions>>,
 }
 
 impl std::fmt::Debug for Mailboxes {
@@ -94,7 +96,14 @@ impl Mailboxes {
             modules,
             ice,
             stop,
+            regions: None,
         }
+    }
+
+    /// Decides each mailbox in its home region (`RELAY_REGION`).
+    pub fn with_regions(mut self, regions: Option<Arc<crate::region::Regions>>) -> Self {
+        self.regions = regions;
+        self
     }
 
     pub(super) fn now_ms(&self) -> i64 {

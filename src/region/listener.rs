@@ -137,7 +137,8 @@ pub async fn serve(
         let mut closing_rx = connections.clone();
         tokio::spawn(async move {
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            let conn = builder.serve_connection(TokioIo::new(tcp), svc);
+            // With upgrades: a proxied mailbox socket is upgraded here at home.
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), svc);
             let mut conn = std::pin::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => {}

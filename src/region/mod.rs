@@ -11,10 +11,11 @@
 //! where it lands and never forwarded again. Without `RELAY_REGION` none of this exists.
 
 pub mod auth;
+mod frames;
 pub mod home;
 pub mod listener;
 mod peers;
 mod wire;
 
-pub use peers::{HopFailure, Outbound, Peer, Regions, Route, Settings};
+pub use peers::{HopFailure, Outbound, Peer, Regions, Relay, Route, Settings};
 pub use wire::Hop;

@@ -108,6 +108,19 @@ pub struct Outbound<'a> {
     pub body: Bytes,
 }
 
+/// What [`Regions::relay`] did with a request.
+#[derive(Debug)]
+pub enum Relay {
+    /// Decide it here: this region is its home, or it is a hop.
+    Here(axum::extract::Request),
+    /// The home's answer, to return as it is.
+    Answered(Response<Body>),
+    /// The home is down or the hop failed: answer 503 with `Retry-After`.
+    Unreachable,
+    /// Its body could not be read (answer as the surface answers that).
+    Unreadable(crate::body::BodyError),
+}
+
 /// Why a hop did not bring an answer back.
 #[derive(Debug)]
 pub enum HopFailure {
@@ -115,6 +128,10 @@ pub enum HopFailure {
     Failed(String),
 }
 
+type UpgradeClient = Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Full<Bytes>,
+>;
 type HopClient = Client<
     hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
     Full<Bytes>,
@@ -130,6 +147,8 @@ pub struct Regions {
     timeout: Duration,
     probe: Duration,
     client: HopClient,
+    /// HTTP/1.1, for the home's end of a proxied WebSocket (an upgrade takes a connection).
+    upgrade_client: UpgradeClient,
 }
 
 impl std::fmt::Debug for Regions {
@@ -176,6 +195,13 @@ impl Regions {
             .http2_only(true)
             .pool_idle_timeout(Duration::from_secs(90))
             .build(connector);
+        let upgrade_client = Client::builder(TokioExecutor::new()).build(
+            hyper_rustls::HttpsConnectorBuilder::new()
+                .with_webpki_roots()
+                .https_or_http()
+                .enable_http1()
+                .build(),
+        );
         let peers: Vec<PeerState> = settings
             .peers
             .iter()
@@ -200,6 +226,7 @@ impl Regions {
             timeout: settings.timeout,
             probe: settings.probe,
             client,
+            upgrade_client,
         })
     }
 
@@ -308,6 +335,170 @@ impl Regions {
         }
         parts.headers.remove(wire::REFUSAL_HEADER);
         Ok(Response::from_parts(parts, Body::from(bytes)))
+    }
+
+    /// For the surfaces that must not decide a key outside its home (mailboxes, signed
+    /// pushes): the request goes to the home (its answer comes back), or stays here when this
+    /// region is home (or the request is itself a hop), or the home cannot be reached and the
+    /// surface answers 503. The body is read (at most `max_body` bytes, within `deadline`)
+    /// only for a request that goes.
+    pub async fn relay(
+        &self,
+        surface: &'static str,
+        key: &[u8],
+        req: axum::extract::Request,
+        max_body: usize,
+        deadline: Duration,
+    ) -> Relay {
+        if req.extensions().get::<Hop>().is_some() {
+            return Relay::Here(req);
+        }
+        let peer = match self.route(key) {
+            Route::Here => return Relay::Here(req),
+            Route::Down(peer) => {
+                crate::metrics::region_hop(&peer.name, surface, "skipped_down", Duration::ZERO);
+                return Relay::Unreachable;
+            }
+            Route::Peer(peer) => peer,
+        };
+        let client = req
+            .extensions()
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+            .map_or(IpAddr::from([0, 0, 0, 0]), |c| c.0.ip());
+        let (method, uri, headers) = (
+            req.method().clone(),
+            req.uri().clone(),
+            req.headers().clone(),
+        );
+        let body = match crate::body::read(req, max_body, deadline).await {
+            Ok(b) => b,
+            Err(e) => return Relay::Unreadable(e),
+        };
+        let out = Outbound {
+            method: &method,
+            uri: &uri,
+            headers: &headers,
+            client,
+            body,
+        };
+        match self.forward(peer, surface, out).await {
+            Ok(resp) => Relay::Answered(resp),
+            Err(HopFailure::Failed(why)) => {
+                tracing::warn!(peer = %peer.name, surface, why, "hop to the home region failed");
+                Relay::Unreachable
+            }
+        }
+    }
+
+    /// A WebSocket upgrade homed in `peer`: the home's upgrade first, over its own HTTP/1.1
+    /// connection to the peer's region listener (authenticated like any hop); only once the
+    /// home has accepted (101) is the client's accepted, with the subprotocol the home chose,
+    /// and frames are copied both ways, close codes included. Any other answer of the home
+    /// comes back as it is; a home that cannot be reached is `None` (the surface answers 503).
+    pub async fn proxy_socket(
+        &self,
+        peer: &PeerState,
+        surface: &'static str,
+        req: axum::extract::Request,
+    ) -> Option<Response<Body>> {
+        use axum::extract::FromRequestParts;
+        let started = Instant::now();
+        let client = req
+            .extensions()
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+            .map_or(IpAddr::from([0, 0, 0, 0]), |c| c.0.ip());
+        let (mut parts, _) = req.into_parts();
+        let Ok(upgrade) =
+            axum::extract::ws::WebSocketUpgrade::from_request_parts(&mut parts, &()).await
+        else {
+            // Not a valid upgrade: the home would refuse it as this replica would.
+            return None;
+        };
+        let pq = parts
+            .uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
+        let mut key = [0u8; 16];
+        let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key);
+        let mut up = Request::get(format!(
+            "{}://{}{pq}",
+            peer.url.scheme_str().unwrap_or("http"),
+            peer.url.authority().map_or("", |a| a.as_str())
+        ))
+        .header(header::CONNECTION, "upgrade")
+        .header(header::UPGRADE, "websocket")
+        .header(header::SEC_WEBSOCKET_VERSION, "13")
+        .header(
+            header::SEC_WEBSOCKET_KEY,
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, key),
+        );
+        for name in [header::AUTHORIZATION, header::SEC_WEBSOCKET_PROTOCOL] {
+            for v in parts.headers.get_all(&name) {
+                up = up.header(&name, v);
+            }
+        }
+        let up = up
+            .header(HOP, &self.name)
+            .header(CLIENT, client.to_string())
+            .header(SET, &self.digest)
+            .header(AUTH, self.keys.sign(wall_ms(), "GET", &pq, b""))
+            .body(Full::new(Bytes::new()))
+            .ok()?;
+        let answered = tokio::time::timeout(self.timeout, self.upgrade_client.request(up)).await;
+        let resp = match answered {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                if e.is_connect() {
+                    peer.failed_probes.store(DOWN_AFTER, Ordering::SeqCst);
+                    peer.set_up(false);
+                }
+                crate::metrics::region_hop(&peer.name, surface, "failed", started.elapsed());
+                return None;
+            }
+            Err(_) => {
+                crate::metrics::region_hop(&peer.name, surface, "failed", started.elapsed());
+                return None;
+            }
+        };
+        if resp.status() != axum::http::StatusCode::SWITCHING_PROTOCOLS {
+            if resp.status() == axum::http::StatusCode::SERVICE_UNAVAILABLE {
+                crate::metrics::region_hop(&peer.name, surface, "failed", started.elapsed());
+                return None;
+            }
+            crate::metrics::region_hop(&peer.name, surface, "answered", started.elapsed());
+            let (mut parts, incoming) = resp.into_parts();
+            let bytes = http_body_util::BodyExt::collect(incoming)
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            for h in HOP_BY_HOP {
+                parts.headers.remove(h);
+            }
+            parts.headers.remove(wire::REFUSAL_HEADER);
+            return Some(Response::from_parts(parts, Body::from(bytes)));
+        }
+        crate::metrics::region_hop(&peer.name, surface, "answered", started.elapsed());
+        let protocol = resp
+            .headers()
+            .get(header::SEC_WEBSOCKET_PROTOCOL)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let upgraded = match hyper::upgrade::on(resp).await {
+            Ok(u) => u,
+            Err(_) => return None,
+        };
+        let home = tokio_tungstenite::WebSocketStream::from_raw_socket(
+            hyper_util::rt::TokioIo::new(upgraded),
+            tokio_tungstenite::tungstenite::protocol::Role::Client,
+            None,
+        )
+        .await;
+        let upgrade = match protocol {
+            Some(p) => upgrade.protocols([p]),
+            None => upgrade,
+        };
+        Some(upgrade.on_upgrade(move |client| super::frames::join(client, home)))
     }
 
     /// Probes every peer's `/readyz` every `RELAY_REGION_PROBE_MS` until `stop`.
