@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::mailbox::*;
 use common::process::RelayProcess;
+use common::signed::{admin_call, rid, Signer, Stream};
 use common::*;
 use futures_util::SinkExt;
 use sealrelay_testkit::link::Link;
@@ -76,7 +77,17 @@ async fn world() -> World {
         let sandbox = mock(&pki, &key).await;
         let redis = RedisServer::start();
         let mut vars = relay_vars(&pki, &key, &prod, &sandbox);
-        vars.retain(|(k, _)| k != "RELAY_LISTEN" && k != "RELAY_ADMIN_LISTEN");
+        vars.retain(|(k, _)| {
+            k != "RELAY_LISTEN" && k != "RELAY_ADMIN_LISTEN" && k != "RELAY_ADMIN_SOCKET"
+        });
+        vars.push((
+            "RELAY_ADMIN_SOCKET".to_owned(),
+            dir.path()
+                .join(name)
+                .join("admin.sock")
+                .display()
+                .to_string(),
+        ));
         for (k, v) in [
             ("REDIS_URL", redis.url()),
             ("RELAY_REGION", (*name).to_owned()),
@@ -122,6 +133,10 @@ async fn world() -> World {
 }
 
 impl World {
+    fn socket(&self, region: usize) -> std::path::PathBuf {
+        self._dir.path().join(REGIONS[region]).join("admin.sock")
+    }
+
     /// Mailbox `n`'s id homed in `region`, and the mailbox as seen through region `at`.
     fn mailbox(&self, region: &str, at: usize) -> Mb {
         let id = (0..)
@@ -443,4 +458,118 @@ async fn a_mailbox_and_its_sockets_live_in_the_home_region() {
     assert_eq!(status, 503);
     // The watch through eu ends with the link: going away.
     assert_eq!(close_code(&mut watch, wait).await, Some(1001));
+}
+
+fn wall_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// A signer lives in its home region: enrolled through the other region's admin socket, its
+/// pushes sent to either region are decided once at home (a replay through the other region
+/// answers the home's receipt), its reads and event stream come from home byte for byte, and
+/// with the home unreachable the other region answers 503, never deciding itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signer_lives_in_its_home_region() {
+    let w = world().await;
+    let signer = (0..)
+        .map(|n| Signer::new(&format!("ops-{n}")))
+        .find(|s| home(&s.id) == "us")
+        .unwrap();
+    let enrol = |region: usize| {
+        let (socket, signer_id, public) = (w.socket(region), signer.id.clone(), signer.public());
+        async move {
+            admin_call(
+                &socket,
+                "PUT",
+                &format!("/admin/v1/signers/{signer_id}"),
+                Some(serde_json::json!({"publicKey": public, "topics": [TOPIC]})),
+            )
+            .await
+        }
+    };
+    let (status, v) = enrol(0).await;
+    assert_eq!(status, 201, "enrolled at home through eu: {v}");
+    let (status, _) = enrol(1).await;
+    assert_eq!(
+        status, 200,
+        "the record is at home: enrolling again there updates it"
+    );
+    let (status, list) = admin_call(&w.socket(0), "GET", "/admin/v1/signers", None).await;
+    assert_eq!(status, 200);
+    assert!(
+        !list.to_string().contains(&signer.id),
+        "eu keeps no record: {list}"
+    );
+
+    let devices = vec![device(7)];
+    let body = signer.sign(signer.request(&rid(1), &devices, wall_ms()));
+    let post = |region: usize| {
+        let url = format!("{}v2/pushes", w.regions[region].relay.url());
+        let (client, body) = (w.client.clone(), serde_json::to_vec(&body).unwrap());
+        async move { request(&client, "POST", &url, body).await }
+    };
+    let (us_before, eu_before) = (w.regions[1].prod.delivered(), w.regions[0].prod.delivered());
+    let first = post(0).await;
+    assert_eq!(first.status, 201, "created at home: {}", first.body);
+    let replay_home = post(1).await;
+    let replay_edge = post(0).await;
+    assert_eq!(replay_home.status, 200, "{}", replay_home.body);
+    assert_eq!(
+        (replay_edge.status, replay_edge.json()["pushId"].clone()),
+        (replay_home.status, replay_home.json()["pushId"].clone())
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while w.regions[1].prod.delivered() == us_before && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        w.regions[1].prod.delivered(),
+        us_before + 1,
+        "sent once, by home"
+    );
+    assert_eq!(w.regions[0].prod.delivered(), eu_before);
+
+    // Reads through eu: the home's receipt, byte for byte, and its event stream.
+    let path = format!("/v2/pushes/{}", rid(1));
+    let read = |region: usize| {
+        let url = format!("http://127.0.0.1:{}{path}", w.regions[region].relay.port);
+        let auth = signer.read_auth(&path, wall_ms());
+        let client = w.client.clone();
+        async move {
+            request_headers(&client, "GET", &url, &[("authorization", auth)], Vec::new()).await
+        }
+    };
+    let (home_read, edge_read) = (read(1).await, read(0).await);
+    assert_eq!(home_read.status, 200, "{}", home_read.body);
+    assert_eq!(
+        (edge_read.status, edge_read.body),
+        (home_read.status, home_read.body)
+    );
+    let events = format!("{path}/events");
+    let mut stream = Stream::open(
+        ([127, 0, 0, 1], w.regions[0].relay.port).into(),
+        &events,
+        &[("authorization", signer.read_auth(&events, wall_ms()))],
+    )
+    .await;
+    assert_eq!(stream.status, 200);
+    let first_event = stream
+        .next(Duration::from_secs(5))
+        .await
+        .expect("an event through eu");
+    assert_eq!(first_event.event, "accepted", "{}", first_event.data);
+
+    // The home unreachable: 503 with Retry-After, for pushes, reads and signer writes.
+    w.links[1].cut();
+    w.wait_metric(0, r#"sealrelay_region_peer_up{peer="us"} 0"#)
+        .await;
+    let r = post(0).await;
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert!(r.headers.contains_key("retry-after"));
+    assert_eq!(r.json()["error"]["code"], "unavailable");
+    assert_eq!(read(0).await.status, 503);
+    assert_eq!(enrol(0).await.0, 503);
 }

@@ -49,6 +49,8 @@ pub struct AdminApi {
     v1: Arc<V1>,
     clock: Clock,
     abandonment: Abandonment,
+    /// Several regions: signer writes go to the signer's home region.
+    regions: Option<Arc<crate::region::Regions>>,
 }
 
 impl AdminApi {
@@ -66,26 +68,72 @@ impl AdminApi {
             v1,
             clock,
             abandonment,
+            regions: None,
         }
+    }
+
+    /// Sends signer writes to the signer's home region (`RELAY_REGION`).
+    pub fn with_regions(mut self, regions: Option<Arc<crate::region::Regions>>) -> Self {
+        self.regions = regions;
+        self
+    }
+}
+
+/// A signer write (`/admin/v1/signers/<key id>...`) goes to the signer's home region, where
+/// its record lives; the home unreachable is 503 `unavailable`.
+async fn at_home(
+    State(api): State<Arc<AdminApi>>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let Some(regions) = &api.regions else {
+        return next.run(req).await;
+    };
+    let key_id = req
+        .uri()
+        .path()
+        .trim_start_matches("/admin/v1/signers/")
+        .split('/')
+        .next()
+        .unwrap_or("")
+        .to_owned();
+    match regions
+        .relay(
+            "admin",
+            key_id.as_bytes(),
+            req,
+            MAX_BODY,
+            std::time::Duration::from_secs(30),
+        )
+        .await
+    {
+        crate::region::Relay::Here(req) => next.run(req).await,
+        crate::region::Relay::Answered(resp) => resp,
+        crate::region::Relay::Unreachable => ApiError::unavailable().into_response(),
+        crate::region::Relay::Unreadable(_) => ApiError::too_large(MAX_BODY).into_response(),
     }
 }
 
 /// The admin API's routes.
 pub fn routes(api: AdminApi) -> Router {
+    let api = Arc::new(api);
+    let homed = |m: axum::routing::MethodRouter<Arc<AdminApi>>| {
+        m.route_layer(axum::middleware::from_fn_with_state(api.clone(), at_home))
+    };
     Router::new()
         .route("/admin/v1/signers", get(list).fallback(only(GET)))
         .route(
             "/admin/v1/signers/{key_id}",
-            put(enroll).fallback(only(PUT)),
+            homed(put(enroll).fallback(only(PUT))),
         )
         .route(
             "/admin/v1/signers/{key_id}/revoke",
-            post(revoke).fallback(only(POST)),
+            homed(post(revoke).fallback(only(POST))),
         )
         .route("/admin/v1/pushes/{id}", get(receipt).fallback(only(GET)))
         .route("/admin/v1/push", post(push).fallback(only(POST)))
         .fallback(|| async { ApiError::not_found("no such admin route").into_response() })
-        .with_state(Arc::new(api))
+        .with_state(api)
 }
 
 fn json(status: StatusCode, v: &Value) -> Response {

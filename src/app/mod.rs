@@ -254,12 +254,15 @@ impl App {
             .with_regions(regions.clone()),
         );
         let signers = Signers::new(store.clone());
-        let signed = Arc::new(Signed::new(
-            cfg.signed.clone(),
-            delivery.clone(),
-            signers.clone(),
-            admission.clone(),
-        ));
+        let signed = Arc::new(
+            Signed::new(
+                cfg.signed.clone(),
+                delivery.clone(),
+                signers.clone(),
+                admission.clone(),
+            )
+            .with_regions(regions.clone()),
+        );
         Ok(Self {
             store,
             delivery,
@@ -275,13 +278,16 @@ impl App {
 
     /// The admin API's router (served on the Unix socket and loopback TCP).
     pub fn admin_router(&self) -> Router {
-        crate::admin::api::routes(AdminApi::new(
-            self.store.clone(),
-            self.signers.clone(),
-            self.v1.clone(),
-            self.delivery.clock().clone(),
-            self.signed.abandonment(),
-        ))
+        crate::admin::api::routes(
+            AdminApi::new(
+                self.store.clone(),
+                self.signers.clone(),
+                self.v1.clone(),
+                self.delivery.clock().clone(),
+                self.signed.abandonment(),
+            )
+            .with_regions(self.regions.clone()),
+        )
         .layer(sensitive_headers())
     }
 
@@ -434,6 +440,7 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
     let region_srv = {
         let regions = app.regions.clone();
         let router = app.public_router();
+        let admin = app.admin_router();
         let health = health.clone();
         let store = app.store.clone();
         let stop_rx = stop_rx.clone();
@@ -445,7 +452,10 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
                     crate::region::listener::serve(
                         listener,
                         regions.clone(),
-                        router,
+                        crate::region::listener::Routers {
+                            public: router,
+                            admin
+                        },
                         ready,
                         stop_rx.clone()
                     ),

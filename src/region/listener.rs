@@ -37,10 +37,20 @@ fn refusal(status: StatusCode, error: &str) -> Response {
     r
 }
 
+/// What a hop is handed to: the public router, and the admin router for `/admin/` paths (a
+/// signer write sent to the signer's home region by another region's admin API).
+#[derive(Clone)]
+pub struct Routers {
+    /// The public listener's router.
+    pub public: axum::Router,
+    /// The admin API's router.
+    pub admin: axum::Router,
+}
+
 /// One request on the region listener.
 async fn handle(
     regions: Arc<Regions>,
-    router: axum::Router,
+    routers: Routers,
     ready: Arc<dyn Fn() -> bool + Send + Sync>,
     peer: SocketAddr,
     req: Request,
@@ -87,6 +97,11 @@ async fn handle(
         .extensions
         .insert(ConnectInfo(SocketAddr::new(client, 0)));
     parts.extensions.insert(hop);
+    let router = if parts.uri.path().starts_with("/admin/") {
+        routers.admin
+    } else {
+        routers.public
+    };
     let req = Request::from_parts(parts, Body::from(bytes));
     match router.oneshot(req).await {
         Ok(r) => r,
@@ -104,7 +119,7 @@ fn known<'a>(regions: &'a Regions, sender: &str) -> &'a str {
 pub async fn serve(
     listener: TcpListener,
     regions: Arc<Regions>,
-    router: axum::Router,
+    router: Routers,
     ready: Arc<dyn Fn() -> bool + Send + Sync>,
     mut stop: watch::Receiver<bool>,
 ) {

@@ -305,8 +305,22 @@ impl Regions {
             Ok(Ok(r)) => r,
         };
         let status = resp.status();
-        // The rest of the answer within what is left of the deadline: the protocols' answers
-        // are small (event streams and sockets do not come this way).
+        // An event stream is relayed as it flows (its own keep-alives bound it).
+        let streaming = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+        if streaming && status.is_success() {
+            crate::metrics::region_hop(&peer.name, surface, "answered", started.elapsed());
+            let (mut parts, incoming) = resp.into_parts();
+            for h in HOP_BY_HOP {
+                parts.headers.remove(h);
+            }
+            return Ok(Response::from_parts(parts, Body::new(incoming)));
+        }
+        // The rest of the answer within what is left of the deadline: the protocols' other
+        // answers are small.
         let left = self.timeout.saturating_sub(started.elapsed());
         let (mut parts, incoming) = resp.into_parts();
         let bytes =

@@ -85,6 +85,8 @@ pub struct Signed {
     delivery: Arc<Delivery>,
     signers: Arc<Signers>,
     admission: Arc<Admission>,
+    /// Several regions: each signer's pushes and reads decided in its home region.
+    regions: Option<Arc<crate::region::Regions>>,
 }
 
 impl Signed {
@@ -102,6 +104,47 @@ impl Signed {
             delivery,
             signers,
             admission,
+            regions: None,
+        }
+    }
+
+    /// Decides each signer's pushes and reads in its home region (`RELAY_REGION`).
+    pub(crate) fn with_regions(mut self, regions: Option<Arc<crate::region::Regions>>) -> Self {
+        self.regions = regions;
+        self
+    }
+
+    /// A signed read sent to its signer's home region: `Ok` with the request when it is
+    /// decided here (this region is home, it is a hop, or its Authorization names no key id:
+    /// refused here as anywhere), `Err` with the answer to return otherwise (the home's, or
+    /// 503 `unavailable` when the home cannot be reached).
+    async fn read_at_home(&self, req: Request) -> Result<Request, Response> {
+        let Some(regions) = &self.regions else {
+            return Ok(req);
+        };
+        let key_id = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| ReadAuthorization::parse(Some(v.as_bytes())).ok())
+            .map(|a| a.key_id().to_owned());
+        let Some(key_id) = key_id else {
+            return Ok(req);
+        };
+        match regions
+            .relay(
+                "signed",
+                key_id.as_bytes(),
+                req,
+                0,
+                self.settings.body_timeout,
+            )
+            .await
+        {
+            crate::region::Relay::Here(req) => Ok(req),
+            crate::region::Relay::Answered(resp) => Err(resp),
+            crate::region::Relay::Unreachable | crate::region::Relay::Unreadable(_) => {
+                Err(ApiError::unavailable().into_response())
+            }
         }
     }
 
@@ -271,7 +314,9 @@ async fn push(State(s): State<Arc<Signed>>, req: Request) -> Response {
     );
     crate::telemetry::continue_trace(&span, req.headers());
     let (code, resp) = match accept(&s, req).await {
-        Ok((code, resp)) => (code, resp),
+        Ok(Accepted::Here(code, resp)) => (code, resp),
+        // Decided in the signer's home region: its answer, as it came.
+        Ok(Accepted::Relayed(resp)) => return resp,
         Err(e) => (e.code, e.into_response()),
     };
     span.record("code", code.as_str());
@@ -298,12 +343,26 @@ fn verified(r: Result<(), sig::SigError>) -> Result<(), ApiError> {
     r.map_err(ApiError::from)
 }
 
-async fn accept(s: &Arc<Signed>, req: Request) -> Result<(Code, Response), ApiError> {
+/// What became of a signed push: decided here (with its code), or relayed from the signer's
+/// home region.
+enum Accepted {
+    Here(Code, Response),
+    Relayed(Response),
+}
+
+async fn accept(s: &Arc<Signed>, req: Request) -> Result<Accepted, ApiError> {
     // At the door, before the body costs a read, a parse, a signer lookup or a
     // verification: the relay-wide in-flight limit (503), the source's bucket (429).
     let _admitted = s.admission.enter()?;
     let (parts, body) = req.into_parts();
     s.admission.take(&parts, s.store(), s.now_ms()).await?;
+    let hop = parts.extensions.get::<crate::region::Hop>().is_some();
+    let (method, uri, headers) = (
+        parts.method.clone(),
+        parts.uri.clone(),
+        parts.headers.clone(),
+    );
+    let client = s.admission.source(&parts);
     let req = Request::from_parts(parts, body);
     let body = crate::body::read(req, MAX_BODY_BYTES, s.settings.body_timeout)
         .await
@@ -314,6 +373,33 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<(Code, Response), ApiEr
         })?;
     let push = SignedPush::parse(&body, s.settings.max_ciphertext_chars)
         .map_err(|e| ApiError::invalid(e.message()))?;
+    // Several regions: a signer's pushes are decided in its home region only (its receipts
+    // and replay guard live there); the home unreachable is 503, never a local decision.
+    if let (Some(regions), false) = (&s.regions, hop) {
+        match regions.route(push.signer_key_id().as_bytes()) {
+            crate::region::Route::Here => {}
+            crate::region::Route::Down(peer) => {
+                metrics::region_hop(&peer.name, "signed", "skipped_down", Duration::ZERO);
+                return Err(ApiError::unavailable().with_push(push.request_id()));
+            }
+            crate::region::Route::Peer(peer) => {
+                let out = crate::region::Outbound {
+                    method: &method,
+                    uri: &uri,
+                    headers: &headers,
+                    client,
+                    body: body.clone(),
+                };
+                return match regions.forward(peer, "signed", out).await {
+                    Ok(resp) => Ok(Accepted::Relayed(resp)),
+                    Err(crate::region::HopFailure::Failed(why)) => {
+                        tracing::warn!(peer = %peer.name, why, "hop to the signer's home region failed");
+                        Err(ApiError::unavailable().with_push(push.request_id()))
+                    }
+                };
+            }
+        }
+    }
     let id = push.request_id().to_owned();
     let with_id = |e: ApiError| e.with_push(&id);
     let known = signer(s, push.signer_key_id()).await.map_err(with_id)?;
@@ -357,7 +443,10 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<(Code, Response), ApiEr
         } => {
             metrics::signed_replay();
             let r = s.abandonment().settle(s.store(), r, now).await;
-            return Ok((Code::Replayed, json(StatusCode::OK, &receipt::render(&r))));
+            return Ok(Accepted::Here(
+                Code::Replayed,
+                json(StatusCode::OK, &receipt::render(&r)),
+            ));
         }
         Begun::Replay {
             receipt: r,
@@ -385,7 +474,7 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<(Code, Response), ApiEr
     })
     .await
     .map_err(|_| ApiError::unavailable().with_push(&id2))?;
-    Ok((code, json(status, &receipt::render(&r))))
+    Ok(Accepted::Here(code, json(status, &receipt::render(&r))))
 }
 
 impl Signed {
@@ -706,6 +795,10 @@ fn path_and_query(req: &Request) -> String {
 }
 
 async fn read(State(s): State<Arc<Signed>>, Path(id): Path<String>, req: Request) -> Response {
+    let req = match s.read_at_home(req).await {
+        Ok(req) => req,
+        Err(resp) => return resp,
+    };
     let started = Instant::now();
     let read = async {
         let (_, key_id) = admit_read(&s, req).await?;
@@ -746,6 +839,10 @@ fn resume_point(req: &Request) -> Result<u64, ApiError> {
 }
 
 async fn events(State(s): State<Arc<Signed>>, Path(id): Path<String>, req: Request) -> Response {
+    let req = match s.read_at_home(req).await {
+        Ok(req) => req,
+        Err(resp) => return resp,
+    };
     let started = Instant::now();
     let opened = async {
         let (req, key_id) = admit_read(&s, req).await?;
