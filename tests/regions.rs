@@ -100,6 +100,7 @@ async fn world() -> World {
             ("RELAY_REGION_PROBE_MS", "100".to_owned()),
             ("RELAY_REGION_TIMEOUT_MS", "2000".to_owned()),
             ("RELAY_APPS", "chat:signal".to_owned()),
+            ("RELAY_RATE_CAPACITY", "5".to_owned()),
         ] {
             vars.push((k.to_owned(), v));
         }
@@ -572,4 +573,70 @@ async fn a_signer_lives_in_its_home_region() {
     assert_eq!(r.json()["error"]["code"], "unavailable");
     assert_eq!(read(0).await.status, 503);
     assert_eq!(enrol(0).await.0, 503);
+}
+
+/// Limits hold across regions: a device's bucket is its home's, whichever region each alert
+/// reaches; the refusal comes back as the home wrote it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_has_one_bucket_whichever_region_its_alerts_reach() {
+    let w = world().await;
+    let d = device_in("us", 500);
+    for i in 0..5u32 {
+        let r = w.post((i % 2) as usize, &envelope(&d, &id(600 + i))).await;
+        assert_eq!(r.status, 202, "alert {i}: {}", r.body);
+    }
+    let through_eu = w.post(0, &envelope(&d, &id(700))).await;
+    let at_home = w.post(1, &envelope(&d, &id(701))).await;
+    assert_eq!(through_eu.status, 429, "{}", through_eu.body);
+    assert_eq!(
+        (
+            through_eu.status,
+            through_eu.body.as_str(),
+            through_eu.headers.get("retry-after")
+        ),
+        (
+            at_home.status,
+            at_home.body.as_str(),
+            at_home.headers.get("retry-after")
+        )
+    );
+}
+
+/// A region killed (kill -9): the other stops trying it within a few probe intervals, and
+/// every alert sent meanwhile is answered, decided at the edge; none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_region_loses_no_alert() {
+    let mut w = world().await;
+    w.regions[1].relay.kill9();
+    let killed = Instant::now();
+    let mut sent = 0u32;
+    let mut answered = 0u32;
+    let mut down_after = None;
+    while down_after.is_none() || sent < 20 {
+        let d = device_in("us", 1000 + sent * 50);
+        let r = w.post(0, &envelope(&d, &id(800 + sent))).await;
+        sent += 1;
+        if r.status == 202 {
+            answered += 1;
+        } else {
+            panic!("alert {sent} answered {} {}", r.status, r.body);
+        }
+        if down_after.is_none()
+            && w.metrics(0)
+                .await
+                .contains(r#"sealrelay_region_peer_up{peer="us"} 0"#)
+        {
+            down_after = Some(killed.elapsed());
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(10),
+            "us never seen down"
+        );
+    }
+    println!(
+        "us seen down {:?} after kill -9; {answered} of {sent} alerts answered 202 (decided by eu)",
+        down_after.unwrap()
+    );
+    assert_eq!(answered, sent);
+    assert_eq!(w.regions[0].prod.delivered(), sent as usize);
 }
