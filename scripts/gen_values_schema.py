@@ -71,6 +71,10 @@ CHART_MANAGED: dict[str, str] = {
                              "region.key.existingSecret is set",
     "RELAY_REGION_KEY_PREVIOUS_FILE": "points at the copied retiring key, "
                                       "<region.key.mountPath>/previous, when region.key.previousSecret is set",
+    "RELAY_REGION_TLS_CERT_FILE": "points at <region.tls.mountPath>/tls.crt when region.tls.existingSecret is set",
+    "RELAY_REGION_TLS_KEY_FILE": "points at <region.tls.mountPath>/tls.key when region.tls.existingSecret is set",
+    "RELAY_REGION_CA_FILE": "points at the mounted bundle, <region.caBundle.mountPath>/<region.caBundle.key>, "
+                            "when region.caBundle.configMap is set",
     "APNS_AUTH_KEY": "a secret: comes from the Secret named by apns.authKey.existingSecret (or "
                      "the one the chart makes from apns.authKey.value) when "
                      "apns.authKey.mountAsFile is false, never from a plain value",
@@ -197,6 +201,8 @@ STRUCTURAL: dict[str, dict] = {
     "region.service.port": PORT,
     "region.service.type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
     "region.key.mountPath": ABS_PATH,
+    "region.tls.mountPath": ABS_PATH,
+    "region.caBundle.mountPath": ABS_PATH,
     "listenAddress": {"type": "string", "minLength": 1,
                       "description": "Address both listeners bind (RELAY_LISTEN, RELAY_ADMIN_LISTEN)."},
     "containerPorts.http": dict(PORT, description="Port of RELAY_LISTEN (the public intake)."),

@@ -59,6 +59,12 @@ struct World {
 }
 
 async fn world() -> World {
+    world_with(false).await
+}
+
+/// Two regions; with `tls`, each region listener serves TLS (the test PKI's certificate for
+/// 127.0.0.1) and each region trusts the test CA for its `https://` peer.
+async fn world_with(tls: bool) -> World {
     let pki = pki();
     let key = auth_key();
     let dir = tempfile::tempdir().unwrap();
@@ -70,6 +76,10 @@ async fn world() -> World {
     .unwrap();
     std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let links = vec![Link::start().await, Link::start().await];
+    let scheme = if tls { "https" } else { "http" };
+    let (cert, tls_key) = (dir.path().join("region.crt"), dir.path().join("region.pem"));
+    std::fs::write(&cert, &pki.cert_pem).unwrap();
+    std::fs::write(&tls_key, &pki.key_pem).unwrap();
     let mut regions = Vec::new();
     for (i, name) in REGIONS.iter().enumerate() {
         let other = 1 - i;
@@ -93,7 +103,7 @@ async fn world() -> World {
             ("RELAY_REGION", (*name).to_owned()),
             (
                 "RELAY_REGION_PEERS",
-                format!("{}={}", REGIONS[other], links[other].url()),
+                format!("{}={scheme}://{}", REGIONS[other], links[other].addr()),
             ),
             ("RELAY_REGION_LISTEN", "127.0.0.1:0".to_owned()),
             ("RELAY_REGION_KEY_FILE", key_file.display().to_string()),
@@ -103,6 +113,15 @@ async fn world() -> World {
             ("RELAY_RATE_CAPACITY", "5".to_owned()),
         ] {
             vars.push((k.to_owned(), v));
+        }
+        if tls {
+            for (k, v) in [
+                ("RELAY_REGION_TLS_CERT_FILE", cert.display().to_string()),
+                ("RELAY_REGION_TLS_KEY_FILE", tls_key.display().to_string()),
+                ("RELAY_REGION_CA_FILE", pki.ca_file.display().to_string()),
+            ] {
+                vars.push((k.to_owned(), v));
+            }
         }
         let relay = RelayProcess::spawn(&vars);
         let port = relay.region.expect("the region listener's port");
@@ -639,4 +658,51 @@ async fn a_killed_region_loses_no_alert() {
     );
     assert_eq!(answered, sent);
     assert_eq!(w.regions[0].prod.delivered(), sent as usize);
+}
+
+/// The same over TLS: region listeners with a certificate, peers trusted through
+/// `RELAY_REGION_CA_FILE`; hops (HTTP/2 by ALPN) and a proxied watch (HTTP/1.1 by ALPN) work,
+/// and the region listener answers nothing in clear text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hops_and_sockets_cross_regions_over_tls() {
+    let w = world_with(true).await;
+    let d = device_in("us", 3000);
+    let r = w.post(0, &envelope(&d, &id(1))).await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (202, r#"{"v":1,"outcome":"forwarded"}"#)
+    );
+    assert_eq!(
+        w.regions[1].prod.delivered(),
+        1,
+        "delivered at home over TLS"
+    );
+    let edge = w.mailbox("us", 0);
+    let home = edge.at(([127, 0, 0, 1], w.regions[1].relay.port).into());
+    assert_eq!(edge.claim().await, 201);
+    let mut watch = edge.watch("p2c").await;
+    assert_eq!(home.put("p2c", 1, b"sealed").await.status, 201);
+    let mut last = None;
+    while let Some(t) = next_text(&mut watch, Duration::from_secs(5)).await {
+        if t == "seq 1" {
+            last = Some(t);
+            break;
+        }
+    }
+    assert_eq!(last.as_deref(), Some("seq 1"));
+    // Plain HTTP to a TLS region listener gets no answer.
+    let port = w.regions[1].relay.region.unwrap();
+    let plain = tokio::time::timeout(
+        Duration::from_secs(3),
+        w.client.request(
+            hyper::Request::get(format!("http://127.0.0.1:{port}/readyz"))
+                .body(http_body_util::Full::new(bytes::Bytes::new()))
+                .unwrap(),
+        ),
+    )
+    .await;
+    assert!(
+        !matches!(plain, Ok(Ok(ref r)) if r.status().is_success()),
+        "clear text answered"
+    );
 }

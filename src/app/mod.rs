@@ -375,6 +375,12 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
                 anyhow::anyhow!("RELAY_REGION_LISTEN={}: cannot bind: {e}", r.listen)
             })?),
         };
+    let region_tls = match cfg.region.as_ref().and_then(|r| r.tls.as_ref()) {
+        Some((chain, key)) => Some(tokio_rustls::TlsAcceptor::from(Arc::new(
+            crate::region::listener::server_config(chain, key)?,
+        ))),
+        None => None,
+    };
     let region_addr = match &region_listener {
         Some(l) => Some(l.local_addr()?),
         None => None,
@@ -456,6 +462,7 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
                             public: router,
                             admin
                         },
+                        region_tls,
                         ready,
                         stop_rx.clone()
                     ),

@@ -27,6 +27,9 @@ pub(super) fn read(r: &mut Reader<'_>) -> Option<Settings> {
         &RELAY_REGION_LISTEN,
         &RELAY_REGION_KEY_FILE,
         &RELAY_REGION_KEY_PREVIOUS_FILE,
+        &RELAY_REGION_CA_FILE,
+        &RELAY_REGION_TLS_CERT_FILE,
+        &RELAY_REGION_TLS_KEY_FILE,
     ];
     let Some(name) = r.set(&RELAY_REGION) else {
         for v in others {
@@ -64,6 +67,29 @@ pub(super) fn read(r: &mut Reader<'_>) -> Option<Settings> {
     let previous = r
         .set(&RELAY_REGION_KEY_PREVIOUS_FILE)
         .and_then(|file| key(r, &RELAY_REGION_KEY_PREVIOUS_FILE, &file));
+    let ca_file = r.ca_file(&RELAY_REGION_CA_FILE);
+    let tls = match (
+        r.set(&RELAY_REGION_TLS_CERT_FILE),
+        r.set(&RELAY_REGION_TLS_KEY_FILE),
+    ) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => {
+            let chain = std::path::PathBuf::from(cert);
+            let key = std::path::PathBuf::from(key);
+            // Loaded here so a bad file stops start-up with its variable's name.
+            match crate::region::listener::server_config(&chain, &key) {
+                Ok(_) => Some((chain, key)),
+                Err(e) => {
+                    r.problem(e.to_string());
+                    None
+                }
+            }
+        }
+        _ => {
+            r.problem("RELAY_REGION_TLS_CERT_FILE and RELAY_REGION_TLS_KEY_FILE go together: set both to serve TLS on the region listener, or neither".to_owned());
+            None
+        }
+    };
     Some(Settings {
         name,
         peers,
@@ -72,6 +98,8 @@ pub(super) fn read(r: &mut Reader<'_>) -> Option<Settings> {
         previous,
         timeout,
         probe,
+        ca_file,
+        tls,
     })
 }
 

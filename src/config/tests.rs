@@ -767,6 +767,24 @@ fn regions_are_refused_unless_complete_and_consistent() {
             base(&[("RELAY_REGION_PEERS", String::new())]),
             "RELAY_REGION_PEERS is not",
         ),
+        (
+            "a certificate without its key",
+            base(&[("RELAY_REGION_TLS_CERT_FILE", key.clone())]),
+            "go together",
+        ),
+        (
+            "a certificate file that holds none",
+            base(&[
+                ("RELAY_REGION_TLS_CERT_FILE", key.clone()),
+                ("RELAY_REGION_TLS_KEY_FILE", key.clone()),
+            ]),
+            "RELAY_REGION_TLS_CERT_FILE",
+        ),
+        (
+            "a CA file that holds none",
+            base(&[("RELAY_REGION_CA_FILE", key.clone())]),
+            "RELAY_REGION_CA_FILE",
+        ),
     ];
     for (case, vars, want) in cases {
         let e = errs(&vars);

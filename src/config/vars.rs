@@ -269,6 +269,12 @@ vars! {
         "A shared secret of at least 32 bytes that authenticates every hop (HMAC-SHA256); the file must be mode 0600 or 0400, owned by the relay's user and not a symbolic link. Needed with `RELAY_REGION`.";
     RELAY_REGION_KEY_PREVIOUS_FILE, Regions, None, Path,
         "Optional: the key being retired, same rules. Hops are signed with the current key and accepted under either, so a key is rotated without a refused hop.";
+    RELAY_REGION_CA_FILE, Regions, None, Path,
+        "PEM file of extra roots to trust for `https://` peers (a private CA); Mozilla's roots stay trusted.";
+    RELAY_REGION_TLS_CERT_FILE, Regions, None, Path,
+        "PEM certificate chain of the region listener: with `RELAY_REGION_TLS_KEY_FILE` it serves TLS (HTTP/2 and HTTP/1.1 by ALPN). Unset: plain HTTP (a private network or a mesh that supplies TLS).";
+    RELAY_REGION_TLS_KEY_FILE, Regions, None, Path,
+        "PEM private key of that certificate. Set both or neither.";
     RELAY_REGION_TIMEOUT_MS, Regions, Some("1000"), Int(50, 60_000),
         "A hop's whole deadline; past it the hop has failed (v1 then decides here, the other surfaces answer 503).";
     RELAY_REGION_PROBE_MS, Regions, Some("1000"), Int(100, 60_000),

@@ -115,11 +115,47 @@ fn known<'a>(regions: &'a Regions, sender: &str) -> &'a str {
     regions.peer_name(sender).unwrap_or("unknown")
 }
 
-/// Serves the region listener until `stop`: HTTP/2 (prior knowledge) and HTTP/1.1.
+/// The region listener's TLS configuration from its certificate chain and key (PEM):
+/// HTTP/2 and HTTP/1.1 offered by ALPN. Errors name the variables.
+pub fn server_config(
+    chain: &std::path::Path,
+    key: &std::path::Path,
+) -> anyhow::Result<rustls::ServerConfig> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(chain)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| anyhow::anyhow!("RELAY_REGION_TLS_CERT_FILE={}: {e}", chain.display()))?;
+    anyhow::ensure!(
+        !certs.is_empty(),
+        "RELAY_REGION_TLS_CERT_FILE={} holds no certificate",
+        chain.display()
+    );
+    // The key's text is never printed: only its file and what is wrong with it.
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|_| {
+        anyhow::anyhow!(
+            "RELAY_REGION_TLS_KEY_FILE={} holds no readable PEM private key",
+            key.display()
+        )
+    })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| {
+            anyhow::anyhow!("RELAY_REGION_TLS_CERT_FILE and RELAY_REGION_TLS_KEY_FILE: {e}")
+        })?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Serves the region listener until `stop`: HTTP/2 (prior knowledge, or by ALPN over TLS)
+/// and HTTP/1.1; over TLS when `tls` is given.
 pub async fn serve(
     listener: TcpListener,
     regions: Arc<Regions>,
     router: Routers,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     ready: Arc<dyn Fn() -> bool + Send + Sync>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -150,16 +186,37 @@ pub async fn serve(
             }
         });
         let mut closing_rx = connections.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            // With upgrades: a proxied mailbox socket is upgraded here at home.
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), svc);
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = closing_rx.changed() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.as_mut().await;
+            match tls {
+                None => {
+                    // With upgrades: a proxied mailbox socket is upgraded here at home.
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), svc);
+                    let mut conn = std::pin::pin!(conn);
+                    tokio::select! {
+                        _ = conn.as_mut() => {}
+                        _ = closing_rx.changed() => {
+                            conn.as_mut().graceful_shutdown();
+                            let _ = conn.as_mut().await;
+                        }
+                    }
+                }
+                Some(acceptor) => {
+                    let Ok(Ok(stream)) =
+                        tokio::time::timeout(BODY_DEADLINE, acceptor.accept(tcp)).await
+                    else {
+                        return;
+                    };
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                    let mut conn = std::pin::pin!(conn);
+                    tokio::select! {
+                        _ = conn.as_mut() => {}
+                        _ = closing_rx.changed() => {
+                            conn.as_mut().graceful_shutdown();
+                            let _ = conn.as_mut().await;
+                        }
+                    }
                 }
             }
             drop(closing_rx);

@@ -51,6 +51,10 @@ pub struct Settings {
     pub timeout: Duration,
     /// How often each peer is probed.
     pub probe: Duration,
+    /// Extra roots for `https://` peers.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// The region listener's certificate chain and key, when it serves TLS.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// One peer as this replica sees it.
@@ -186,8 +190,10 @@ impl Regions {
         names.push(settings.name.clone());
         names.sort();
         let digest = home::set_digest(&names);
+        let tls =
+            crate::push::tls::client_config(settings.ca_file.as_deref(), "RELAY_REGION_CA_FILE")?;
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_webpki_roots()
+            .with_tls_config(tls.clone())
             .https_or_http()
             .enable_http2()
             .build();
@@ -197,7 +203,7 @@ impl Regions {
             .build(connector);
         let upgrade_client = Client::builder(TokioExecutor::new()).build(
             hyper_rustls::HttpsConnectorBuilder::new()
-                .with_webpki_roots()
+                .with_tls_config(tls)
                 .https_or_http()
                 .enable_http1()
                 .build(),

@@ -408,6 +408,13 @@ container reads with envFrom. Values from .Values.env are applied last and win.
 {{- if $v.region.key.previousSecret -}}
 {{- $_ := set $c "RELAY_REGION_KEY_PREVIOUS_FILE" (printf "%s/previous" (trimSuffix "/" $v.region.key.mountPath)) -}}
 {{- end -}}
+{{- if $v.region.tls.existingSecret -}}
+{{- $_ := set $c "RELAY_REGION_TLS_CERT_FILE" (printf "%s/tls.crt" (trimSuffix "/" $v.region.tls.mountPath)) -}}
+{{- $_ := set $c "RELAY_REGION_TLS_KEY_FILE" (printf "%s/tls.key" (trimSuffix "/" $v.region.tls.mountPath)) -}}
+{{- end -}}
+{{- if $v.region.caBundle.configMap -}}
+{{- $_ := set $c "RELAY_REGION_CA_FILE" (printf "%s/%s" (trimSuffix "/" $v.region.caBundle.mountPath) $v.region.caBundle.key) -}}
+{{- end -}}
 {{- end -}}
 {{- /* The one variable passed empty on purpose: "" is the relay's "socket disabled". */ -}}
 {{- if not $v.adminApi.socket.enabled -}}
