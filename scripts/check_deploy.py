@@ -58,6 +58,7 @@ GRAFANA_VARS = {
     "${__rate_interval}": "5m",
     "$job": "sealrelay",
     "$cluster": ".*",
+    "$region": ".*",
     "$namespace": ".*",
     "$pod": ".*",
 }
@@ -1879,7 +1880,7 @@ def check_two_releases(c: Check, promtool: str) -> None:
             "interval": "1m",
             "input_series": series,
             "promql_expr_test": [{
-                "expr": "count by (cluster, namespace) (sealrelay:slo_availability_eligible:rate5m)",
+                "expr": "count by (cluster, region, namespace) (sealrelay:slo_availability_eligible:rate5m)",
                 "eval_time": "10m",
                 "exp_samples": [{"labels": f'{{cluster="eu",namespace="{ns}"}}', "value": 1}],
             }],
@@ -2129,7 +2130,7 @@ def check_dashboard(c: Check, promtool: str, state: dict) -> None:
 def check_dashboard_content(c: Check) -> None:
     dash = json.loads((GRAFANA / "sealrelay-dashboard.json").read_text())
     variables = {v["name"]: v for v in (dash.get("templating") or {}).get("list") or []}
-    for name in ("cluster", "namespace", "pod"):
+    for name in ("cluster", "region", "namespace", "pod"):
         v = variables.get(name)
         q = (v or {}).get("query")
         q = q.get("query") if isinstance(q, dict) else q
@@ -2146,7 +2147,7 @@ def check_dashboard_content(c: Check) -> None:
     targets = [(p, t["expr"]) for p in panels for t in p.get("targets") or [] if t.get("expr")]
     for p, e in targets:
         for sel in re.findall(r"\b(?:sealrelay|process)_[a-z0-9_]+\{([^}]*)\}", e):
-            if any(f'{v}=~"${v}"' not in sel for v in ("cluster", "namespace", "pod")):
+            if any(f'{v}=~"${v}"' not in sel for v in ("cluster", "region", "namespace", "pod")):
                 c.error(f"panel {p.get('title')!r}: a selector without cluster=~\"$cluster\", "
                         f"namespace=~\"$namespace\" and pod=~\"$pod\": {{{sel}}}")
         if "$instance" in e:
@@ -2342,14 +2343,14 @@ def check_frontend_alerts(c: Check) -> None:
     e = expr("SealrelayMailboxPushMisconfigured")
     if e and not re.search(r'increase\(sealrelay_mailbox_pushes_total\{[^}]*outcome="misconfigured"', e):
         c.error("SealrelayMailboxPushMisconfigured does not alert on an increase of outcome=\"misconfigured\"")
-    if e and "by (cluster, namespace, service)" not in e:
+    if e and "by (cluster, region, namespace, service)" not in e:
         c.error("SealrelayMailboxPushMisconfigured does not name the service (fcm / apns)")
     e = expr("SealrelayFanoutLagging")
     if e and not ("increase(sealrelay_fanout_lagged_total" in e and
                   re.search(r"histogram_quantile\(0\.99, .*?rate\(sealrelay_fanout_delay_seconds_bucket[^>]*> 1\b", e)):
         c.error("SealrelayFanoutLagging must fire on lagged messages increasing or a fan-out p99 over 1 s")
     e = expr("SealrelayICEProviderFailing")
-    if e and not ('outcome="error"' in e and "by (cluster, namespace, provider)" in e and re.search(r"\) >= \d+", e)):
+    if e and not ('outcome="error"' in e and "by (cluster, region, namespace, provider)" in e and re.search(r"\) >= \d+", e)):
         c.error("SealrelayICEProviderFailing must be the outcome=\"error\" ratio per provider, with a traffic guard")
     e = expr("SealrelaySignedUnavailable")
     if e and not ('code="unavailable"' in e and re.search(r'code=~"[^"]*created[^"]*unavailable', e)):

@@ -761,6 +761,7 @@ or "" for none. Call with (list $ .Values.metrics.<object>.labels).
 {{- if $jobSel }}{{ $jobSel }}{{ else -}}
 {{- printf "job=%q, namespace=%q, service=%q" (include "sealrelay.name" .) .Release.Namespace (include "sealrelay.adminName" .) -}}
 {{- with .Values.metrics.cluster }}{{ printf ", cluster=%q" . }}{{ end -}}
+{{- with .Values.region.name }}{{ printf ", region=%q" . }}{{ end -}}
 {{- end -}}
 {{- end -}}
 
