@@ -121,24 +121,37 @@ async fn carry(
     }
 }
 
+/// Copies `from` to `to`, each chunk written `delay` after it was read (a one-way delay: a
+/// chunk read while an earlier one waits is not delayed twice).
 async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     state: Arc<State>,
 ) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let writer = tokio::spawn(async move {
+        while let Some((due, chunk)) = rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            if to.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown().await;
+    });
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let delay = state.delay_ms.load(Ordering::SeqCst);
-        if delay > 0 {
-            tokio::time::sleep(Duration::from_millis(delay)).await;
-        }
-        if to.write_all(&buf[..n]).await.is_err() {
+        let delay = Duration::from_millis(state.delay_ms.load(Ordering::SeqCst));
+        if tx
+            .send((tokio::time::Instant::now() + delay, buf[..n].to_vec()))
+            .is_err()
+        {
             break;
         }
     }
-    let _ = to.shutdown().await;
+    drop(tx);
+    let _ = writer.await;
 }
