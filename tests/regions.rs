@@ -21,6 +21,8 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 
 const REGIONS: [&str; 2] = ["eu", "us"];
+/// The hop key every region's key file holds (one trailing newline).
+const REGION_KEY: &str = "5f0c3b1e9a7d4c2b8e6f1a3d5c7b9e0f2a4c6e8b0d2f4a6c8e0b2d4f6a8c0e2";
 
 /// The home of a key among `names`: rendezvous hashing as REGIONS.md defines it, computed
 /// here on its own.
@@ -81,11 +83,7 @@ async fn world_of(names: &[&'static str], tls: bool, probe_ms: u64) -> World {
     let key = auth_key();
     let dir = tempfile::tempdir().unwrap();
     let key_file = dir.path().join("region.key");
-    std::fs::write(
-        &key_file,
-        "5f0c3b1e9a7d4c2b8e6f1a3d5c7b9e0f2a4c6e8b0d2f4a6c8e0b2d4f6a8c0e2\n",
-    )
-    .unwrap();
+    std::fs::write(&key_file, format!("{REGION_KEY}\n")).unwrap();
     std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let mut links = Vec::new();
     for _ in names {
@@ -360,6 +358,47 @@ async fn the_region_listener_takes_only_authenticated_hops_of_the_same_set() {
         ),
         "{m}"
     );
+    // A hop signed as REGIONS.md says, for a device whose home is eu, lands in us: decided
+    // there, never forwarded again.
+    let eu_device = device_in("eu", 4000);
+    let body = serde_json::to_vec(&envelope(&eu_device, &id(4000))).unwrap();
+    let t = wall_ms();
+    let body_hash: String = ring::digest::digest(&ring::digest::SHA256, &body)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, REGION_KEY.as_bytes());
+    let tag = ring::hmac::sign(&key, format!("{t}\nPOST\n/\n{body_hash}").as_bytes());
+    let sig = base64::Engine::encode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        tag.as_ref(),
+    );
+    let (us_before, eu_before) = (w.regions[1].prod.delivered(), w.regions[0].prod.delivered());
+    let resp = w
+        .client
+        .request(
+            hyper::Request::post(&url)
+                .header("x-relay-hop", "eu")
+                .header("x-relay-region-set", set.clone())
+                .header("x-relay-region-auth", format!("t={t},sig={sig}"))
+                .header("x-relay-client", "192.0.2.7")
+                .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 202);
+    assert_eq!(
+        w.regions[1].prod.delivered(),
+        us_before + 1,
+        "decided where it landed"
+    );
+    assert_eq!(
+        w.regions[0].prod.delivered(),
+        eu_before,
+        "not sent on to its home"
+    );
     // The probe path answers without authentication.
     let r = request(
         &w.client,
@@ -535,12 +574,18 @@ async fn a_signer_lives_in_its_home_region() {
         status, 200,
         "the record is at home: enrolling again there updates it"
     );
-    let (status, list) = admin_call(&w.socket(0), "GET", "/admin/v1/signers", None).await;
-    assert_eq!(status, 200);
-    assert!(
-        !list.to_string().contains(&signer.id),
-        "eu keeps no record: {list}"
-    );
+    // Listed from either region, once: every region's own signers, merged.
+    for region in 0..2 {
+        let (status, list) = admin_call(&w.socket(region), "GET", "/admin/v1/signers", None).await;
+        assert_eq!(status, 200, "{list}");
+        let ids: Vec<&str> = list["signers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|s| s["keyId"].as_str())
+            .collect();
+        assert_eq!(ids, vec![signer.id.as_str()], "region {region}");
+    }
 
     let devices = vec![device(7)];
     let body = signer.sign(signer.request(&rid(1), &devices, wall_ms()));
@@ -600,6 +645,28 @@ async fn a_signer_lives_in_its_home_region() {
         .expect("an event through eu");
     assert_eq!(first_event.event, "accepted", "{}", first_event.data);
 
+    // The admin receipt by its id from eu: found at home.
+    let (status, receipt) = admin_call(
+        &w.socket(0),
+        "GET",
+        &format!("/admin/v1/pushes/{}", rid(1)),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, receipt["pushId"].as_str()),
+        (200, Some(rid(1).as_str())),
+        "{receipt}"
+    );
+    let (status, _) = admin_call(
+        &w.socket(0),
+        "GET",
+        &format!("/admin/v1/pushes/{}", rid(99)),
+        None,
+    )
+    .await;
+    assert_eq!(status, 404, "in no region");
+
     // The home unreachable: 503 with Retry-After, for pushes, reads and signer writes.
     w.links[1].cut();
     w.wait_metric(0, r#"sealrelay_region_peer_up{peer="us"} 0"#)
@@ -610,6 +677,13 @@ async fn a_signer_lives_in_its_home_region() {
     assert_eq!(r.json()["error"]["code"], "unavailable");
     assert_eq!(read(0).await.status, 503);
     assert_eq!(enrol(0).await.0, 503);
+    assert_eq!(
+        admin_call(&w.socket(0), "GET", "/admin/v1/signers", None)
+            .await
+            .0,
+        503,
+        "a list missing a region is not given"
+    );
 }
 
 /// Limits hold across regions: a device's bucket is its home's, whichever region each alert

@@ -265,14 +265,31 @@ async fn enroll(
     Ok(json(status, &render(&signer)))
 }
 
-async fn list(State(api): State<Arc<AdminApi>>) -> Result<Response, ApiError> {
+async fn list(
+    State(api): State<Arc<AdminApi>>,
+    hop: Option<Extension<crate::region::Hop>>,
+) -> Result<Response, ApiError> {
     let signers = api
         .store
         .signers()
         .list()
         .await
         .map_err(|e| unavailable(&e))?;
-    let list: Vec<Value> = signers.iter().map(render).collect();
+    let mut list: Vec<Value> = signers.iter().map(render).collect();
+    // Several regions: each keeps its own signers; the list is every region's.
+    if let (Some(regions), None) = (&api.regions, hop) {
+        for answer in regions.ask_every_peer("admin", "/admin/v1/signers").await {
+            let Some((200, body)) = answer else {
+                return Err(ApiError::unavailable());
+            };
+            let theirs: Value =
+                serde_json::from_slice(&body).map_err(|_| ApiError::unavailable())?;
+            if let Some(more) = theirs["signers"].as_array() {
+                list.extend(more.iter().cloned());
+            }
+        }
+        list.sort_by(|a, b| a["keyId"].as_str().cmp(&b["keyId"].as_str()));
+    }
     Ok(json(StatusCode::OK, &json!({ "signers": list })))
 }
 
@@ -296,15 +313,44 @@ async fn revoke(
 async fn receipt(
     State(api): State<Arc<AdminApi>>,
     Path(id): Path<String>,
+    hop: Option<Extension<crate::region::Hop>>,
 ) -> Result<Response, ApiError> {
     let now = api.clock.now_ms();
-    let r = api
+    let found = api
         .store
         .receipts()
         .get(&id, now)
         .await
-        .map_err(|e| unavailable(&e).with_push(&id))?
-        .ok_or_else(|| ApiError::not_found("no such push").with_push(&id))?;
+        .map_err(|e| unavailable(&e).with_push(&id))?;
+    // Several regions: a receipt lives in its signer's home, which its id does not name;
+    // not here, the peers are asked (a hop is answered from its own store only).
+    let r = match (found, &api.regions, hop) {
+        (Some(r), _, _) => r,
+        (None, Some(regions), None) => {
+            let path = format!("/admin/v1/pushes/{id}");
+            let mut unreachable = false;
+            for answer in regions.ask_every_peer("admin", &path).await {
+                match answer {
+                    Some((200, body)) => {
+                        let mut resp = (StatusCode::OK, body).into_response();
+                        resp.headers_mut().insert(
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static("application/json"),
+                        );
+                        return Ok(resp);
+                    }
+                    Some((404, _)) => {}
+                    _ => unreachable = true,
+                }
+            }
+            return Err(if unreachable {
+                ApiError::unavailable().with_push(&id)
+            } else {
+                ApiError::not_found("no such push").with_push(&id)
+            });
+        }
+        (None, _, _) => return Err(ApiError::not_found("no such push").with_push(&id)),
+    };
     let r = api.abandonment.settle(&api.store, r, now).await;
     crate::metrics::receipt_read(crate::signed::api::ReadKind::Admin.as_str());
     Ok(json(StatusCode::OK, &crate::signed::receipt::render(&r)))

@@ -521,6 +521,43 @@ impl Regions {
         Some(upgrade.on_upgrade(move |client| super::frames::join(client, home)))
     }
 
+    /// `GET path` at every peer region (an admin read that no key homes: a list, a receipt by
+    /// its id): each peer's status and body, or `None` for a peer that is down or whose hop
+    /// failed.
+    pub async fn ask_every_peer(
+        &self,
+        surface: &'static str,
+        path: &str,
+    ) -> Vec<Option<(u16, Bytes)>> {
+        let Ok(uri) = path.parse::<Uri>() else {
+            return vec![None; self.peers.len()];
+        };
+        let headers = HeaderMap::new();
+        let asks = self.peers.iter().map(|peer| {
+            let (uri, headers) = (&uri, &headers);
+            async move {
+                if !peer.is_up() {
+                    crate::metrics::region_hop(&peer.name, surface, "skipped_down", Duration::ZERO);
+                    return None;
+                }
+                let out = Outbound {
+                    method: &Method::GET,
+                    uri,
+                    headers,
+                    client: IpAddr::from([127, 0, 0, 1]),
+                    body: Bytes::new(),
+                };
+                let resp = self.forward(peer, surface, out).await.ok()?;
+                let status = resp.status().as_u16();
+                let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+                    .await
+                    .ok()?;
+                Some((status, body))
+            }
+        });
+        futures_util::future::join_all(asks).await
+    }
+
     /// Probes every peer's `/readyz` every `RELAY_REGION_PROBE_MS` until `stop`.
     pub async fn probe(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(self.probe);
