@@ -45,6 +45,11 @@
 #                             trips, watch latency across two replicas)
 #   BENCH_ONLY=signal         run only the signal phases (latency on one and two replicas,
 #                             relayed-bytes ceiling)
+#   BENCH_ONLY=regions        run only the regions phase: three regions on loopback (each its
+#                             own Redis, mock APNs and release relay) over links adding 40 ms
+#                             each way (tests/regions.rs, regions_measured, built --release):
+#                             duplicates, the hop's added latency, time to stop trying a killed
+#                             region, alerts lost; the report goes to the run's directory
 #   BENCH_REPORT=FILE         where the report goes (default BENCHMARKS.md; with BENCH_ONLY,
 #                             the run's directory), the plot to bench/ next to it
 #   BENCH_SKIP_BUILD=1        reuse the release binaries as they are
@@ -88,8 +93,8 @@ CEIL_FRAME=${BENCH_SIGNAL_CEILING_FRAME_BYTES:-65536}
 CEIL_WINDOW=${BENCH_SIGNAL_CEILING_WINDOW:-2}
 ONLY=${BENCH_ONLY:-}
 case "$ONLY" in
-  ""|signed|mailbox|signal) ;;
-  *) echo "bench: BENCH_ONLY is empty (everything), signed, mailbox or signal, not '$ONLY'" >&2; exit 2 ;;
+  ""|signed|mailbox|signal|regions) ;;
+  *) echo "bench: BENCH_ONLY is empty (everything), signed, mailbox, signal or regions, not '$ONLY'" >&2; exit 2 ;;
 esac
 full() { [ -z "$ONLY" ]; }
 want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
@@ -98,6 +103,18 @@ out=${BENCH_OUT:-bench/results}/$stamp
 mkdir -p "$out"; out=$(cd "$out" && pwd)
 results=$out/results.jsonl
 : >"$results"
+
+# The regions phase stands alone: its figures come from the measured test over release
+# binaries (the relays, Redis servers, mock APNs and links are the test's own).
+if [ "$ONLY" = regions ]; then
+  echo "bench: regions phase (cargo nextest --release, test regions_measured)" >&2
+  cargo nextest run --release --locked --no-capture --test regions -E 'test(regions_measured)' 2>&1 \
+    | grep -E '^(regions_measured:|  )' | grep -v '^  *(PASS|START)' | tee "$out/regions.txt"
+  report=${BENCH_REPORT:-$out/report.md}
+  { echo "# Regions phase ($stamp)"; echo; echo '```'; cat "$out/regions.txt"; echo '```'; } >"$report"
+  echo "bench: regions report in $report" >&2
+  exit 0
+fi
 log() { echo "bench: $*" >&2; }
 
 # --- prerequisites -------------------------------------------------------------------

@@ -877,7 +877,40 @@ async fn regions_measured() {
         "{per_region:?}"
     );
     assert_eq!(after[1], before[1]);
+    // ap killed with kill -9: how long until eu stops trying it, and whether an alert homed
+    // there and sent to eu meanwhile is lost.
+    let mut w = w;
+    w.regions[2].relay.kill9();
+    let killed = Instant::now();
+    let (mut sent, mut lost) = (0u32, 0u32);
+    let mut down = None;
+    while down.is_none() {
+        let e = envelope(&homed("ap", 50_000 + sent * 40), &id(300 + sent));
+        sent += 1;
+        let r = w.post(0, &e).await;
+        if r.status != 202 {
+            lost += 1;
+            println!("  alert {sent} answered {} {}", r.status, r.body);
+        }
+        // A daemon's pace, not a flood: the edge's per-source bucket stays out of it.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        if w.metrics(0)
+            .await
+            .contains(r#"sealrelay_region_peer_up{peer="ap"} 0"#)
+        {
+            down = Some(killed.elapsed());
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(15),
+            "ap never seen down"
+        );
+    }
+    assert_eq!(lost, 0);
     println!("regions_measured: 3 regions, links 40 ms each way (80 ms round trip)");
+    println!(
+        "  ap killed (kill -9): eu stopped trying it after {:?} (probe 1 s); {lost} of {sent} alerts sent meanwhile lost",
+        down.unwrap()
+    );
     println!(
         "  v1 direct at home: p50 {:?} p99 {:?}; through another region: p50 {:?} p99 {:?}",
         percentile(&direct, 0.5),

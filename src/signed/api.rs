@@ -356,13 +356,16 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<Accepted, ApiError> {
     let _admitted = s.admission.enter()?;
     let (parts, body) = req.into_parts();
     s.admission.take(&parts, s.store(), s.now_ms()).await?;
-    let hop = parts.extensions.get::<crate::region::Hop>().is_some();
-    let (method, uri, headers) = (
-        parts.method.clone(),
-        parts.uri.clone(),
-        parts.headers.clone(),
-    );
-    let client = s.admission.source(&parts);
+    // Only with regions: what a hop needs of the request, kept before the body is read.
+    let outbound = match (&s.regions, parts.extensions.get::<crate::region::Hop>()) {
+        (Some(_), None) => Some((
+            parts.method.clone(),
+            parts.uri.clone(),
+            parts.headers.clone(),
+            s.admission.source(&parts),
+        )),
+        _ => None,
+    };
     let req = Request::from_parts(parts, body);
     let body = crate::body::read(req, MAX_BODY_BYTES, s.settings.body_timeout)
         .await
@@ -375,7 +378,7 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<Accepted, ApiError> {
         .map_err(|e| ApiError::invalid(e.message()))?;
     // Several regions: a signer's pushes are decided in its home region only (its receipts
     // and replay guard live there); the home unreachable is 503, never a local decision.
-    if let (Some(regions), false) = (&s.regions, hop) {
+    if let (Some(regions), Some((method, uri, headers, client))) = (&s.regions, outbound) {
         match regions.route(push.signer_key_id().as_bytes()) {
             crate::region::Route::Here => {}
             crate::region::Route::Down(peer) => {

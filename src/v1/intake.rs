@@ -109,13 +109,16 @@ async fn handle(v1: &V1, req: Request, public: bool) -> Handled {
             return decided(Answer::ClientRateLimited { retry_after_s });
         }
     }
-    let hop = parts.extensions.get::<crate::region::Hop>().is_some();
-    let (method, uri, headers) = (
-        parts.method.clone(),
-        parts.uri.clone(),
-        parts.headers.clone(),
-    );
-    let client = v1.admission.source(&parts);
+    // Only with regions: what a hop needs of the request, kept before the body is read.
+    let outbound = match (&v1.regions, parts.extensions.get::<crate::region::Hop>()) {
+        (Some(_), None) => Some((
+            parts.method.clone(),
+            parts.uri.clone(),
+            parts.headers.clone(),
+            v1.admission.source(&parts),
+        )),
+        _ => None,
+    };
     let req = Request::from_parts(parts, body);
     let body = match body::read(req, MAX_BODY_BYTES, v1.settings.body_timeout).await {
         Err(BodyError::TimedOut) => return decided(Answer::Timeout),
@@ -129,7 +132,7 @@ async fn handle(v1: &V1, req: Request, public: bool) -> Handled {
     };
     // Several regions: a device is decided in its home region (a hop is decided where it
     // lands). With the home down or the hop failed, here: a page must go out.
-    if let (Some(regions), false) = (&v1.regions, hop) {
+    if let (Some(regions), Some((method, uri, headers, client))) = (&v1.regions, outbound) {
         let key = envelope::device_text(&body).unwrap_or_default();
         match regions.route(key.as_bytes()) {
             crate::region::Route::Here => {}
