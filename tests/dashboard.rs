@@ -231,7 +231,38 @@ async fn every_series_the_dashboard_and_alerts_name_exists_at_start_up() {
     )
     .await;
     let body = h.admin("/metrics").await.body;
-    let (samples, types) = scrape(&body);
+    let (mut samples, mut types) = scrape(&body);
+    // The region families exist only with RELAY_REGION (their series are per peer): checked
+    // on a second fresh relay that is one of two regions (its peer unreachable), and only
+    // those names are taken from it.
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("region.key");
+    std::fs::write(&key, "k".repeat(32)).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let regional = Harness::with(
+        Options::default()
+            .without_credentials()
+            .var("RELAY_DRY_RUN", "true")
+            .var("RELAY_REGION", "eu")
+            .var("RELAY_REGION_PEERS", "us=http://127.0.0.1:9")
+            .var("RELAY_REGION_LISTEN", "127.0.0.1:0")
+            .var("RELAY_REGION_KEY_FILE", &key.display().to_string()),
+    )
+    .await;
+    let (regional_samples, regional_types) = scrape(&regional.admin("/metrics").await.body);
+    samples.extend(
+        regional_samples
+            .into_iter()
+            .filter(|n| n.starts_with("sealrelay_region_")),
+    );
+    types.extend(
+        regional_types
+            .into_iter()
+            .filter(|(n, _)| n.starts_with("sealrelay_region_")),
+    );
 
     let mut problems = Vec::new();
     for (name, wheres) in &wanted {

@@ -69,12 +69,22 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    let bytes =
-        match tokio::time::timeout(BODY_DEADLINE, axum::body::to_bytes(body, MAX_HOP_BODY)).await {
-            Ok(Ok(b)) => b,
-            _ => return refusal(StatusCode::BAD_REQUEST, "invalid_request"),
-        };
-    let (hop, client) = match regions.accept(&parts.method, &parts.uri, &parts.headers, &bytes) {
+    // What needs no body first: a stranger's request is refused before it is read.
+    let checked = match regions.precheck(&parts.headers) {
+        Err(e) => Err(e),
+        Ok(()) => {
+            let read =
+                tokio::time::timeout(BODY_DEADLINE, axum::body::to_bytes(body, MAX_HOP_BODY));
+            let bytes = match read.await {
+                Ok(Ok(b)) => b,
+                _ => return refusal(StatusCode::BAD_REQUEST, "invalid_request"),
+            };
+            regions
+                .accept(&parts.method, &parts.uri, &parts.headers, &bytes)
+                .map(|ok| (ok, bytes))
+        }
+    };
+    let ((hop, client), bytes) = match checked {
         Ok(x) => x,
         Err(Refused::Unauthorized(why)) => {
             crate::metrics::region_hop_received(known(&regions, &sender), "unauthorized");

@@ -596,6 +596,21 @@ impl Regions {
         }
     }
 
+    /// What the receiving side checks before it reads a hop's body: a known sending region
+    /// (401), the same region set (409), an authentication header of the right form with a
+    /// fresh `t` (401).
+    pub fn precheck(&self, headers: &HeaderMap) -> Result<(), wire::Refused> {
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let from = text(HOP)
+            .filter(|f| self.peers.iter().any(|p| p.name == *f))
+            .ok_or(wire::Refused::Unauthorized("unknown sending region"))?;
+        if text(SET) != Some(self.digest.as_str()) {
+            return Err(wire::Refused::SetMismatch(from.to_owned()));
+        }
+        auth::check_form_and_freshness(text(AUTH), wall_ms())
+            .map_err(|r| wire::Refused::Unauthorized(r.as_str()))
+    }
+
     /// The receiving side's checks on a hop, in order: a known sending region (401), the same
     /// region set (409 `region_set_mismatch`), a fresh signature over exactly this request
     /// (401). Returns the [`Hop`] mark and the client address it names.
