@@ -1,6 +1,7 @@
 //! The region listener (`RELAY_REGION_LISTEN`): where other regions' hops land, over HTTP/2
 //! (or HTTP/1.1). `GET /readyz` answers the peers' probes; every other request is a hop: its
-//! body is read (to a bound), [`Regions::accept`] checks it, and the request, marked [`Hop`]
+//! what needs no body is checked ([`Regions::precheck`]), its body is read (to a bound) and its
+//! signature checked ([`Regions::verify`]), and the request, marked [`Hop`]
 //! and with the client address the edge saw, goes to the same router the public listener
 //! serves, which decides it here and never forwards it again.
 
@@ -72,7 +73,7 @@ async fn handle(
     // What needs no body first: a stranger's request is refused before it is read.
     let checked = match regions.precheck(&parts.headers) {
         Err(e) => Err(e),
-        Ok(()) => {
+        Ok(from) => {
             let read =
                 tokio::time::timeout(BODY_DEADLINE, axum::body::to_bytes(body, MAX_HOP_BODY));
             let bytes = match read.await {
@@ -80,7 +81,7 @@ async fn handle(
                 _ => return refusal(StatusCode::BAD_REQUEST, "invalid_request"),
             };
             regions
-                .accept(&parts.method, &parts.uri, &parts.headers, &bytes)
+                .verify(from, &parts.method, &parts.uri, &parts.headers, &bytes)
                 .map(|ok| (ok, bytes))
         }
     };
@@ -200,33 +201,15 @@ pub async fn serve(
         tokio::spawn(async move {
             let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             match tls {
-                None => {
-                    // With upgrades: a proxied mailbox socket is upgraded here at home.
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(tcp), svc);
-                    let mut conn = std::pin::pin!(conn);
-                    tokio::select! {
-                        _ = conn.as_mut() => {}
-                        _ = closing_rx.changed() => {
-                            conn.as_mut().graceful_shutdown();
-                            let _ = conn.as_mut().await;
-                        }
-                    }
-                }
+                // With upgrades: a proxied mailbox socket is upgraded here at home.
+                None => serve_conn(&builder, TokioIo::new(tcp), svc, &mut closing_rx).await,
                 Some(acceptor) => {
                     let Ok(Ok(stream)) =
                         tokio::time::timeout(BODY_DEADLINE, acceptor.accept(tcp)).await
                     else {
                         return;
                     };
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-                    let mut conn = std::pin::pin!(conn);
-                    tokio::select! {
-                        _ = conn.as_mut() => {}
-                        _ = closing_rx.changed() => {
-                            conn.as_mut().graceful_shutdown();
-                            let _ = conn.as_mut().await;
-                        }
-                    }
+                    serve_conn(&builder, TokioIo::new(stream), svc, &mut closing_rx).await;
                 }
             }
             drop(closing_rx);
@@ -236,4 +219,33 @@ pub async fn serve(
     drop(connections);
     let _ = closing.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(5), closing.closed()).await;
+}
+
+/// One connection served until it ends, or until `closing` says the listener stops (then
+/// its requests in flight finish first).
+async fn serve_conn<I, S>(
+    builder: &hyper_util::server::conn::auto::Builder<hyper_util::rt::TokioExecutor>,
+    io: I,
+    svc: S,
+    closing: &mut watch::Receiver<bool>,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = Response,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let conn = builder.serve_connection_with_upgrades(io, svc);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = closing.changed() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.as_mut().await;
+        }
+    }
 }

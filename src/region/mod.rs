@@ -4,7 +4,7 @@
 //! - [`auth`]: the hop's HMAC and its freshness;
 //! - [`Regions`]: this replica's view of the peers (probed up or down), the route of a key,
 //!   the hop itself (one pooled HTTP/2 client for all peers), and the receiving side's checks
-//!   ([`Regions::accept`]) that the region listener runs before handing a hop to the same
+//!   ([`Regions::precheck`], [`Regions::verify`]) that the region listener runs before handing a hop to the same
 //!   router the public listener serves.
 //!
 //! A request that arrived over the region listener carries a [`Hop`] extension: it is decided
@@ -17,5 +17,5 @@ pub mod listener;
 mod peers;
 mod wire;
 
-pub use peers::{HopFailure, Outbound, Peer, Regions, Relay, Route, Settings};
+pub use peers::{HopFailure, Peer, Regions, Relay, Route, Settings};
 pub use wire::Hop;

@@ -1,6 +1,6 @@
 //! This replica's view of the regions: the settings, the peers (probed up or down), the route
 //! of a key, the hop itself (one pooled HTTP/2 client for all peers), and the receiving
-//! side's checks ([`Regions::accept`]).
+//! side's checks ([`Regions::precheck`], [`Regions::verify`]).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -110,6 +110,29 @@ pub struct Outbound<'a> {
     pub client: IpAddr,
     /// The body, read whole.
     pub body: Bytes,
+}
+
+/// What a hop needs of a request whose body is read later: kept by [`Regions::hold`] (only for
+/// a request that is not itself a hop), made an [`Outbound`] once the body is in.
+#[derive(Debug)]
+pub struct Held {
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    client: IpAddr,
+}
+
+impl Held {
+    /// The request to send, with its body.
+    pub fn with_body(&self, body: Bytes) -> Outbound<'_> {
+        Outbound {
+            method: &self.method,
+            uri: &self.uri,
+            headers: &self.headers,
+            client: self.client,
+            body,
+        }
+    }
 }
 
 /// What [`Regions::relay`] did with a request.
@@ -357,6 +380,24 @@ impl Regions {
         Ok(Response::from_parts(parts, Body::from(bytes)))
     }
 
+    /// What a hop of this request would need, kept before its body is read; `None` for a
+    /// request that is itself a hop (decided where it lands). `client` is asked only then.
+    pub fn hold(
+        &self,
+        parts: &axum::http::request::Parts,
+        client: impl FnOnce() -> IpAddr,
+    ) -> Option<Held> {
+        if parts.extensions.get::<Hop>().is_some() {
+            return None;
+        }
+        Some(Held {
+            method: parts.method.clone(),
+            uri: parts.uri.clone(),
+            headers: parts.headers.clone(),
+            client: client(),
+        })
+    }
+
     /// For the surfaces that must not decide a key outside its home (mailboxes, signed
     /// pushes): the request goes to the home (its answer comes back), or stays here when this
     /// region is home (or the request is itself a hop), or the home cannot be reached and the
@@ -381,27 +422,16 @@ impl Regions {
             }
             Route::Peer(peer) => peer,
         };
-        let client = req
-            .extensions()
-            .get::<axum::extract::ConnectInfo<SocketAddr>>()
-            .map_or(IpAddr::from([0, 0, 0, 0]), |c| c.0.ip());
-        let (method, uri, headers) = (
-            req.method().clone(),
-            req.uri().clone(),
-            req.headers().clone(),
-        );
+        let (parts, body) = req.into_parts();
+        let Some(held) = self.hold(&parts, || peer_address(&parts.extensions)) else {
+            return Relay::Here(axum::extract::Request::from_parts(parts, body));
+        };
+        let req = axum::extract::Request::from_parts(parts, body);
         let body = match crate::body::read(req, max_body, deadline).await {
             Ok(b) => b,
             Err(e) => return Relay::Unreadable(e),
         };
-        let out = Outbound {
-            method: &method,
-            uri: &uri,
-            headers: &headers,
-            client,
-            body,
-        };
-        match self.forward(peer, surface, out).await {
+        match self.forward(peer, surface, held.with_body(body)).await {
             Ok(resp) => Relay::Answered(resp),
             Err(HopFailure::Failed(why)) => {
                 tracing::warn!(peer = %peer.name, surface, why, "hop to the home region failed");
@@ -423,10 +453,7 @@ impl Regions {
     ) -> Option<Response<Body>> {
         use axum::extract::FromRequestParts;
         let started = Instant::now();
-        let client = req
-            .extensions()
-            .get::<axum::extract::ConnectInfo<SocketAddr>>()
-            .map_or(IpAddr::from([0, 0, 0, 0]), |c| c.0.ip());
+        let client = peer_address(req.extensions());
         let (mut parts, _) = req.into_parts();
         let Ok(upgrade) =
             axum::extract::ws::WebSocketUpgrade::from_request_parts(&mut parts, &()).await
@@ -599,7 +626,8 @@ impl Regions {
     /// What the receiving side checks before it reads a hop's body: a known sending region
     /// (401), the same region set (409), an authentication header of the right form with a
     /// fresh `t` (401).
-    pub fn precheck(&self, headers: &HeaderMap) -> Result<(), wire::Refused> {
+    /// Returns the sending region.
+    pub fn precheck(&self, headers: &HeaderMap) -> Result<String, wire::Refused> {
         let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         let from = text(HOP)
             .filter(|f| self.peers.iter().any(|p| p.name == *f))
@@ -608,38 +636,36 @@ impl Regions {
             return Err(wire::Refused::SetMismatch(from.to_owned()));
         }
         auth::check_form_and_freshness(text(AUTH), wall_ms())
-            .map_err(|r| wire::Refused::Unauthorized(r.as_str()))
+            .map_err(|r| wire::Refused::Unauthorized(r.as_str()))?;
+        Ok(from.to_owned())
     }
 
-    /// The receiving side's checks on a hop, in order: a known sending region (401), the same
-    /// region set (409 `region_set_mismatch`), a fresh signature over exactly this request
-    /// (401). Returns the [`Hop`] mark and the client address it names.
-    pub fn accept(
+    /// The rest of the receiving side's checks, once [`Regions::precheck`] passed and the body
+    /// is read: a signature over exactly this request (401). Returns the [`Hop`] mark of
+    /// `from` and the client address the hop names.
+    pub fn verify(
         &self,
+        from: String,
         method: &Method,
         uri: &Uri,
         headers: &HeaderMap,
         body: &[u8],
     ) -> Result<(Hop, Option<IpAddr>), wire::Refused> {
         let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        let from = text(HOP)
-            .filter(|f| self.peers.iter().any(|p| p.name == *f))
-            .ok_or(wire::Refused::Unauthorized("unknown sending region"))?;
-        if text(SET) != Some(self.digest.as_str()) {
-            return Err(wire::Refused::SetMismatch(from.to_owned()));
-        }
         let pq = uri.path_and_query().map_or("/", |p| p.as_str());
         self.keys
             .verify(text(AUTH), wall_ms(), method.as_str(), pq, body)
             .map_err(|r| wire::Refused::Unauthorized(r.as_str()))?;
         let client = text(CLIENT).and_then(|c| c.parse::<IpAddr>().ok());
-        Ok((
-            Hop {
-                from: from.to_owned(),
-            },
-            client,
-        ))
+        Ok((Hop { from }, client))
     }
+}
+
+/// The client's address as this replica saw it (unspecified when the transport gave none).
+fn peer_address(extensions: &axum::http::Extensions) -> IpAddr {
+    extensions
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::from([0, 0, 0, 0]), |c| c.0.ip())
 }
 
 /// The wall clock in Unix milliseconds: the hop's freshness is the one place a region reads it

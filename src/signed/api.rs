@@ -357,15 +357,10 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<Accepted, ApiError> {
     let (parts, body) = req.into_parts();
     s.admission.take(&parts, s.store(), s.now_ms()).await?;
     // Only with regions: what a hop needs of the request, kept before the body is read.
-    let outbound = match (&s.regions, parts.extensions.get::<crate::region::Hop>()) {
-        (Some(_), None) => Some((
-            parts.method.clone(),
-            parts.uri.clone(),
-            parts.headers.clone(),
-            s.admission.source(&parts),
-        )),
-        _ => None,
-    };
+    let held = s
+        .regions
+        .as_ref()
+        .and_then(|r| r.hold(&parts, || s.admission.source(&parts)));
     let req = Request::from_parts(parts, body);
     let body = crate::body::read(req, MAX_BODY_BYTES, s.settings.body_timeout)
         .await
@@ -378,7 +373,7 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<Accepted, ApiError> {
         .map_err(|e| ApiError::invalid(e.message()))?;
     // Several regions: a signer's pushes are decided in its home region only (its receipts
     // and replay guard live there); the home unreachable is 503, never a local decision.
-    if let (Some(regions), Some((method, uri, headers, client))) = (&s.regions, outbound) {
+    if let (Some(regions), Some(held)) = (&s.regions, held) {
         match regions.route(push.signer_key_id().as_bytes()) {
             crate::region::Route::Here => {}
             crate::region::Route::Down(peer) => {
@@ -386,13 +381,7 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<Accepted, ApiError> {
                 return Err(ApiError::unavailable().with_push(push.request_id()));
             }
             crate::region::Route::Peer(peer) => {
-                let out = crate::region::Outbound {
-                    method: &method,
-                    uri: &uri,
-                    headers: &headers,
-                    client,
-                    body: body.clone(),
-                };
+                let out = held.with_body(body.clone());
                 return match regions.forward(peer, "signed", out).await {
                     Ok(resp) => Ok(Accepted::Relayed(resp)),
                     Err(crate::region::HopFailure::Failed(why)) => {

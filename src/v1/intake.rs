@@ -110,15 +110,10 @@ async fn handle(v1: &V1, req: Request, public: bool) -> Handled {
         }
     }
     // Only with regions: what a hop needs of the request, kept before the body is read.
-    let outbound = match (&v1.regions, parts.extensions.get::<crate::region::Hop>()) {
-        (Some(_), None) => Some((
-            parts.method.clone(),
-            parts.uri.clone(),
-            parts.headers.clone(),
-            v1.admission.source(&parts),
-        )),
-        _ => None,
-    };
+    let held = v1
+        .regions
+        .as_ref()
+        .and_then(|r| r.hold(&parts, || v1.admission.source(&parts)));
     let req = Request::from_parts(parts, body);
     let body = match body::read(req, MAX_BODY_BYTES, v1.settings.body_timeout).await {
         Err(BodyError::TimedOut) => return decided(Answer::Timeout),
@@ -132,18 +127,12 @@ async fn handle(v1: &V1, req: Request, public: bool) -> Handled {
     };
     // Several regions: a device is decided in its home region (a hop is decided where it
     // lands). With the home down or the hop failed, here: a page must go out.
-    if let (Some(regions), Some((method, uri, headers, client))) = (&v1.regions, outbound) {
+    if let (Some(regions), Some(held)) = (&v1.regions, held) {
         let key = envelope::device_text(&body).unwrap_or_default();
         match regions.route(key.as_bytes()) {
             crate::region::Route::Here => {}
             crate::region::Route::Peer(peer) => {
-                let out = crate::region::Outbound {
-                    method: &method,
-                    uri: &uri,
-                    headers: &headers,
-                    client,
-                    body: body.clone(),
-                };
+                let out = held.with_body(body.clone());
                 match regions.forward(peer, "v1", out).await {
                     Ok(resp) => return Handled::Relayed(resp),
                     Err(crate::region::HopFailure::Failed(why)) => {
