@@ -47,7 +47,7 @@
 #                             relayed-bytes ceiling)
 #   BENCH_ONLY=regions        run only the regions phase: three regions on loopback (each its
 #                             own Redis, mock APNs and release relay) over links adding 40 ms
-#                             each way (tests/regions.rs, regions_measured, built --release):
+#                             each way (tests/it/regions.rs, regions_measured, built --release):
 #                             duplicates, the hop's added latency, time to stop trying a killed
 #                             region, alerts lost; the report goes to the run's directory
 #   BENCH_REPORT=FILE         where the report goes (default BENCHMARKS.md; with BENCH_ONLY,
@@ -108,7 +108,7 @@ results=$out/results.jsonl
 # binaries (the relays, Redis servers, mock APNs and links are the test's own).
 if [ "$ONLY" = regions ]; then
   echo "bench: regions phase (cargo nextest --release, test regions_measured)" >&2
-  cargo nextest run --release --locked --no-capture --test regions -E 'test(regions_measured)' 2>&1 \
+  cargo nextest run --release --locked --no-capture --test it -E 'test(regions_measured)' 2>&1 \
     | grep -E '^(regions_measured:|  )' | grep -v '^  *(PASS|START)' | tee "$out/regions.txt"
   report=${BENCH_REPORT:-$out/report.md}
   { echo "# Regions phase ($stamp)"; echo; echo '```'; cat "$out/regions.txt"; echo '```'; } >"$report"

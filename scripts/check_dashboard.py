@@ -38,12 +38,12 @@ ALLOW_NO_DATA = {
     "APNs refusals by reason": "dry run: APNs refused nothing (reason!=\"none\" has no series)",
     "APNs error ratio": "dry run: no APNs request (0/0)",
     "APNs latency": "dry run: no APNs request (empty histogram)",
-    # The checked relay is one region (no RELAY_REGION): tests/regions.rs checks these series.
-    "Peer regions up": "one region: no peer (tests/regions.rs has them)",
-    "Hops by outcome": "one region: no hop (tests/regions.rs has them)",
-    "Hop latency": "one region: no hop (tests/regions.rs has them)",
-    "v1 decided outside their home": "one region: no hop (tests/regions.rs has them)",
-    "Hops received": "one region: no hop (tests/regions.rs has them)",
+    # The checked relay is one region (no RELAY_REGION): tests/it/regions.rs checks these series.
+    "Peer regions up": "one region: no peer (tests/it/regions.rs has them)",
+    "Hops by outcome": "one region: no hop (tests/it/regions.rs has them)",
+    "Hop latency": "one region: no hop (tests/it/regions.rs has them)",
+    "v1 decided outside their home": "one region: no hop (tests/it/regions.rs has them)",
+    "Hops received": "one region: no hop (tests/it/regions.rs has them)",
 }
 
 TIMEOUT = 10  # seconds, every HTTP request

@@ -47,7 +47,7 @@ scripts/check-deploy.sh
 export PATH="${SEALRELAY_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/sealrelay-deploy-tools}:$PATH"
 
 # The real cronstable daemon and PyNaCl, for the end-to-end compatibility test, and websockets
-# for the documented examples (scripts/mailbox-demo.py, tests/doc_examples.rs).
+# for the documented examples (scripts/mailbox-demo.py, tests/it/source/doc_examples.rs).
 venv="${SEALRELAY_VENV:-target/e2e-venv}"
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import cronstable, nacl, websockets' >/dev/null 2>&1; then
   log "creating $venv with cronstable[push]==1.2.72, PyNaCl and websockets"

@@ -3,7 +3,7 @@
 //! the readers in `src/config/*.rs` enforce) and what it does. Each is a constant named as
 //! the variable (`vars::RELAY_LISTEN`), which the readers take; [`VARS`] lists them all.
 //!
-//! The flag parser (`src/cli/args.rs`), the unknown-name scan, `tests/docs.rs` (which renders
+//! The flag parser (`src/cli/args.rs`), the unknown-name scan, `tests/it/source/docs.rs` (which renders
 //! the tables of `docs/configuration.md` from this one) and `scripts/gen_values_schema.py`
 //! (the chart's `values.schema.json`, parsing the rows below) all read it.
 

@@ -4,7 +4,7 @@
 //! `SENTINEL FAILOVER` leaves the old primary up and answering: it is demoted (and its
 //! clients killed) only when the sentinels reconfigure it, 8 to 18 s later, and every write
 //! it took after the replica's promotion is discarded when it resyncs from the new primary.
-//! `tests/sentinel.rs` measured 11.5 s on the old primary and 27-35 queued notifications
+//! `tests/it/ops/sentinel.rs` measured 11.5 s on the old primary and 27-35 queued notifications
 //! lost of ~550; reconnecting on `+switch-master` alone still lost 27 (the ~1.2 s between
 //! the promotion and the announcement). So the store subscribes, on every sentinel of the
 //! URL, to the start of a failover (`+try-failover`), its end (`+switch-master`) and its

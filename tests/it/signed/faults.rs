@@ -1,0 +1,385 @@
+//! Signed pushes when the store or a replica misbehaves, against a real Redis: a store
+//! reply lost after Redis acted (`CLIENT PAUSE` longer than `RELAY_REDIS_TIMEOUT_MS`), and a
+//! replica killed (`kill -9`) with a push accepted and not yet recorded. In both, the push
+//! reaches APNs once and its receipt settles as `delivered`, never `pending` for good and
+//! never `failed` for a page that could still be sent. Each test is bounded in time and
+//! prints what it measured.
+
+use std::time::{Duration, Instant};
+
+use crate::common::process::RelayProcess;
+use crate::common::signed::*;
+use crate::common::*;
+use sealrelay::clock::Clock;
+use serde_json::Value;
+
+async fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn hash16(token: &str) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Redis stalls for 800 ms (`CLIENT PAUSE 800 ALL`) while a signed push is posted with
+/// `RELAY_REDIS_TIMEOUT_MS=150`: the relay answers 503 ("retry the same request"), and Redis
+/// then runs the queued `receipt_begin`. The replica that answered 503 keeps the push and
+/// settles it itself once the store answers again: APNs gets it exactly once, the client's
+/// retry is a replay answered 200, and the receipt says `delivered`. (Before, the retry
+/// found the target `accepted` with nobody delivering it, and it ended `failed`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_begin_reply_still_delivers_once() {
+    let redis = RedisServer::start();
+    let r = SignedRelay::start(
+        Options::default()
+            .var("REDIS_URL", &redis.url())
+            .var("RELAY_REDIS_TIMEOUT_MS", "150"),
+    )
+    .await;
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    // A first push caches the signer, so the stalled call is the receipt's. The cache
+    // reads a signer again after 0.9 s: on a slow machine the stalled call can be that
+    // read instead (503 before any receipt exists), so the test tries until Redis holds
+    // the receipt of the push it answered 503 to.
+    let mut n = 1;
+    let (d, body, paused) = loop {
+        assert!(n < 10, "the stall never hit the receipt's creation");
+        // With a 150 ms store timeout a busy machine can fail the warm-up too: it is
+        // tried again (a replay of it then answers 200).
+        let warm = ops.sign(ops.request(&rid(n), &[device(n as u32)], Clock::System.now_ms()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let s = r.push(&warm).await.status;
+            if s == 201 || s == 200 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the warm-up push answered {s}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let d = device(n as u32 + 1);
+        let body = ops.sign(ops.request(
+            &rid(n + 1),
+            std::slice::from_ref(&d),
+            Clock::System.now_ms(),
+        ));
+        redis.cli(&["CLIENT", "PAUSE", "800", "ALL"]);
+        let paused = Instant::now();
+        let first = r.push(&body).await;
+        assert_error(&first, 503, "unavailable");
+        assert!(first.header("retry-after").is_some());
+        let key = format!("sealrelay:{{r:{}}}", rid(n + 1));
+        // redis-cli waits out the pause like everyone else.
+        if redis.cli(&["EXISTS", &key]).trim() == "1" {
+            break (d, body, paused);
+        }
+        n += 2;
+    };
+    wait_until(
+        "the accepting replica to deliver the push after the lost reply",
+        Duration::from_secs(15),
+        || r.h.prod.received_for(&d).len() == 1,
+    )
+    .await;
+    let delivered_after = paused.elapsed();
+    // The client retries the same request: a replay, answered 200, that sends nothing.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let receipt: Value = loop {
+        let again = r.push(&body).await;
+        if again.status == 200 {
+            let v = again.json();
+            if v["state"] == "settled" {
+                break v;
+            }
+        } else {
+            assert_error(&again, 503, "unavailable");
+        }
+        assert!(Instant::now() < deadline, "{}", again.body);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        receipt["targets"][hash16(&d)]["state"],
+        "delivered",
+        "{receipt}"
+    );
+    let path = format!("/v2/pushes/{}", rid(n + 1));
+    let read = r.read(&ops, &path, Clock::System.now_ms()).await.json();
+    assert_eq!(read["targets"][hash16(&d)]["state"], "delivered", "{read}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(r.h.prod.received_for(&d).len(), 1, "sent exactly once");
+    let metrics = r.h.admin("/metrics").await.body;
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("sealrelay_signed_resolutions_total{result=\"delivered\"} 1")),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("resolutions"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    println!(
+        "lost begin reply (CLIENT PAUSE 800 ms, timeout 150 ms): answered 503, delivered once {delivered_after:?} after the pause began, receipt delivered"
+    );
+}
+
+/// A replica accepts a signed push and is killed (`kill -9`) while its APNs request is in
+/// flight, before it records the outcome. The client's retry on another replica is a replay
+/// that, once the push's lease has lapsed by Redis's clock, takes the push over and
+/// delivers it (the dead replica's admission coalesces nothing away: at least once, under
+/// the same `apns-collapse-id`). Before, every replay answered `pending` until a reader
+/// settled the target `failed` (`relay_interrupted`) and the page was lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_left_by_a_killed_replica_is_taken_over_by_a_replay() {
+    let redis = RedisServer::start();
+    let pki = pki();
+    let key = auth_key();
+    let prod = mock(&pki, &key).await;
+    let sandbox = mock(&pki, &key).await;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("run").join("admin.sock");
+    let mut vars = relay_vars(&pki, &key, &prod, &sandbox);
+    vars.retain(|(k, _)| {
+        !["RELAY_LISTEN", "RELAY_ADMIN_LISTEN", "RELAY_ADMIN_SOCKET"].contains(&k.as_str())
+    });
+    let lease_ms = 5_000;
+    for (k, v) in [
+        ("REDIS_URL", redis.url()),
+        ("APNS_ENVIRONMENT", "production".into()),
+        ("APNS_REQUEST_TIMEOUT_MS", "2000".into()),
+        ("RELAY_RETRY_LEASE_MS", lease_ms.to_string()),
+        (
+            "RELAY_QUEUE_KEY",
+            "signed-faults-test-queue-key-0123456789".into(),
+        ),
+    ] {
+        vars.push((k.into(), v));
+    }
+    let mut a_vars = vars.clone();
+    a_vars.push(("RELAY_ADMIN_SOCKET".into(), socket.display().to_string()));
+    let mut a = RelayProcess::spawn(&a_vars);
+    let ops = Signer::new("ops");
+    let (status, v) = admin_call(
+        &socket,
+        "PUT",
+        &format!("/admin/v1/signers/{}", ops.id),
+        Some(serde_json::json!({"publicKey": ops.public(), "topics": [TOPIC]})),
+    )
+    .await;
+    assert_eq!(status, 201, "{v}");
+    let b = RelayProcess::spawn(&vars);
+
+    let d = device(3);
+    let body = ops.sign(ops.request(&rid(3), std::slice::from_ref(&d), Clock::System.now_ms()));
+    let bytes = serde_json::to_vec(&body).unwrap();
+    // A's APNs request hangs; A dies while it is in flight.
+    prod.set_delay(Duration::from_secs(30));
+    let post = {
+        let (url, bytes) = (format!("{}v2/pushes", a.url()), bytes.clone());
+        tokio::spawn(async move {
+            let client =
+                hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                    .build_http::<http_body_util::Full<bytes::Bytes>>();
+            let req = hyper::Request::post(url)
+                .header("content-type", "application/json")
+                .body(http_body_util::Full::new(bytes::Bytes::from(bytes)))
+                .unwrap();
+            // Killed before it answers: the connection just ends.
+            client.request(req).await.map(|r| r.status())
+        })
+    };
+    wait_until("A's APNs request", Duration::from_secs(10), || {
+        prod.started() >= 1
+    })
+    .await;
+    a.kill9();
+    let killed = Instant::now();
+    let _ = post.await;
+    prod.set_delay(Duration::ZERO);
+    assert_eq!(prod.delivered(), 0, "A never got its answer");
+
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http();
+    let url = format!("{}v2/pushes", b.url());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut pending_replays = 0;
+    let receipt: Value = loop {
+        let resp = request(&client, "POST", &url, bytes.clone()).await;
+        assert_eq!(resp.status, 200, "{}", resp.body);
+        let v = resp.json();
+        match v["targets"][hash16(&d)]["state"].as_str() {
+            Some("accepted") => pending_replays += 1,
+            _ => break v,
+        }
+        assert!(Instant::now() < deadline, "never taken over: {v}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let took = killed.elapsed();
+    assert_eq!(
+        receipt["targets"][hash16(&d)]["state"],
+        "delivered",
+        "{receipt}"
+    );
+    assert_eq!(receipt["state"], "settled");
+    assert!(
+        pending_replays > 0,
+        "a replay within the lease sends nothing"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(prod.delivered(), 1, "delivered once");
+    assert_eq!(prod.started(), 2, "A's lost attempt and B's");
+    println!(
+        "kill -9 between accept and record: {pending_replays} replays answered pending within the lease, taken over and delivered {took:?} after the kill (lease {lease_ms} ms)"
+    );
+}
+
+/// A queued target is delivered by the retry worker while Redis refuses its scripts (an ACL
+/// change stands in for a store that fails without running the command, as a reset
+/// connection does), so the report of its settlement fails. The report is tried again until
+/// the store takes it: the receipt ends `delivered`, not `queued` for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_targets_failed_report_is_retried() {
+    let redis = RedisServer::start();
+    let r = SignedRelay::start(
+        Options::default()
+            .var("REDIS_URL", &redis.url())
+            .var("RELAY_REDIS_FAILURE", "reject"),
+    )
+    .await;
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    let d = device(4);
+    r.h.prod.reply_times(&d, Reply::new(503, None), 1);
+    let resp = r
+        .push(&ops.sign(ops.request(&rid(4), std::slice::from_ref(&d), Clock::System.now_ms())))
+        .await;
+    assert_eq!(resp.status, 201, "{}", resp.body);
+    assert_eq!(resp.json()["targets"][hash16(&d)]["state"], "queued");
+    // The retry's APNs answer is held; Redis refuses scripts while it is in flight.
+    r.h.prod.set_delay(Duration::from_millis(300));
+    wait_until("the retry attempt", Duration::from_secs(15), || {
+        r.h.prod.started() >= 2
+    })
+    .await;
+    redis.cli(&["ACL", "SETUSER", "default", "-evalsha", "-eval"]);
+    wait_until("the retry's answer", Duration::from_secs(10), || {
+        r.h.prod.delivered() >= 1
+    })
+    .await;
+    r.h.prod.set_delay(Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let path = format!("/v2/pushes/{}", rid(4));
+    redis.cli(&["ACL", "SETUSER", "default", "+@all"]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let read = loop {
+        let resp = r.read(&ops, &path, Clock::System.now_ms()).await;
+        if resp.status == 200 && resp.json()["state"] == "settled" {
+            break resp.json();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the receipt never settled: {}",
+            resp.body
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(read["targets"][hash16(&d)]["state"], "delivered", "{read}");
+    assert_eq!(r.h.prod.delivered(), 1);
+}
+
+fn resolutions(metrics: &str, result: &str) -> u64 {
+    let prefix = format!("sealrelay_signed_resolutions_total{{result=\"{result}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Background settlements are bounded: with `RELAY_SIGNED_MAX_SETTLEMENTS=1`, four pushes
+/// whose receipt begins time out during one Redis stall (`CLIENT PAUSE`) all answer 503;
+/// the replica settles one in the background and leaves the others to their clients'
+/// replays (counted `left`); a replay of a left push, once its lease lapsed, takes it over
+/// and it is delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_settlements_are_capped_and_the_rest_left_to_replays() {
+    let redis = RedisServer::start();
+    let r = std::sync::Arc::new(
+        SignedRelay::start(
+            Options::default()
+                .var("REDIS_URL", &redis.url())
+                .var("RELAY_REDIS_TIMEOUT_MS", "150")
+                .var("RELAY_RETRY_LEASE_MS", "2000")
+                .var("APNS_REQUEST_TIMEOUT_MS", "900")
+                .var("RELAY_SIGNED_MAX_SETTLEMENTS", "1"),
+        )
+        .await,
+    );
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    let mut n = 1u64;
+    let bodies = loop {
+        assert!(n < 60, "the stall never hit the receipts' creation");
+        // Warm the signer cache so the stalled calls are the receipts'.
+        let warm = ops.sign(ops.request(&rid(n), &[device(n as u32)], Clock::System.now_ms()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !matches!(r.push(&warm).await.status, 200 | 201) {
+            assert!(
+                Instant::now() < deadline,
+                "the warm-up push never went through"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let now = Clock::System.now_ms();
+        let bodies: Vec<Value> = (1..=4)
+            .map(|k| ops.sign(ops.request(&rid(n + k), &[device((n + k) as u32)], now)))
+            .collect();
+        let before = r.h.admin("/metrics").await.body;
+        redis.cli(&["CLIENT", "PAUSE", "800", "WRITE"]);
+        let tasks: Vec<_> = bodies
+            .iter()
+            .cloned()
+            .map(|b| {
+                let r = r.clone();
+                tokio::spawn(async move { r.push(&b).await })
+            })
+            .collect();
+        let mut statuses = Vec::new();
+        for t in tasks {
+            statuses.push(t.await.unwrap().status);
+        }
+        let after = r.h.admin("/metrics").await.body;
+        let started = resolutions(&after, "started") - resolutions(&before, "started");
+        let left = resolutions(&after, "left") - resolutions(&before, "left");
+        n += 5;
+        if statuses.iter().all(|&s| s == 503) && started + left == 4 {
+            assert_eq!(started, 1, "one place, one settlement: {statuses:?}");
+            assert_eq!(left, 3);
+            break bodies;
+        }
+        // The stall hit something else (a signer read): wait out the pause and try again.
+        tokio::time::sleep(Duration::from_millis(900)).await;
+    };
+    // Every push is delivered once: one by the settlement, the others by their replays
+    // (which take over the lapsed lease).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for b in &bodies {
+        loop {
+            let again = r.push(b).await;
+            if again.status == 200 && again.json()["state"] == "settled" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{} {}", again.status, again.body);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    for k in 1..=4u64 {
+        let d = device((n - 5 + k) as u32);
+        assert_eq!(r.h.prod.received_for(&d).len(), 1, "target {k} sent once");
+    }
+}

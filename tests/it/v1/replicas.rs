@@ -1,0 +1,183 @@
+//! Three relay processes sharing one Redis (standalone, then a real three-master Redis
+//! Cluster) make the decisions one relay would: one forward per alert however many replicas
+//! it reaches at once, one bucket per device, shared flap state and environment memory.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::common::process::RelayProcess;
+
+use crate::common::*;
+use serde_json::json;
+
+struct Setup {
+    prod: MockApns,
+    sandbox: MockApns,
+    relays: Vec<RelayProcess>,
+    client: hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        http_body_util::Full<bytes::Bytes>,
+    >,
+    _pki: Pki,
+}
+
+const PREFIX: &str = "rep:";
+
+async fn setup(redis_url: &str) -> Setup {
+    let pki = pki();
+    let key = auth_key();
+    let prod = mock(&pki, &key).await;
+    let sandbox = mock(&pki, &key).await;
+    let mut vars = relay_vars(&pki, &key, &prod, &sandbox);
+    vars.retain(|(k, _)| k != "RELAY_LISTEN" && k != "RELAY_ADMIN_LISTEN");
+    for (k, v) in [
+        ("REDIS_URL", redis_url),
+        ("RELAY_REDIS_PREFIX", PREFIX),
+        ("RELAY_RATE_CAPACITY", "5"),
+        ("RELAY_FLAP_MAX_FORWARDS", "3"),
+        ("RELAY_REDIS_TIMEOUT_MS", "2000"),
+    ] {
+        vars.push((k.to_owned(), v.to_owned()));
+    }
+    let relays = (0..3).map(|_| RelayProcess::spawn(&vars)).collect();
+    Setup {
+        prod,
+        sandbox,
+        relays,
+        client: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http(),
+        _pki: pki,
+    }
+}
+
+impl Setup {
+    async fn post(&self, replica: usize, body: &serde_json::Value) -> Resp {
+        request(
+            &self.client,
+            "POST",
+            &self.relays[replica].url(),
+            serde_json::to_vec(body).unwrap(),
+        )
+        .await
+    }
+}
+
+/// A device's key in Redis: its hash tag is the first 32 hex characters of SHA-256 of the
+/// (lowercase) token.
+fn store_key(device: &str) -> String {
+    let d = ring::digest::digest(
+        &ring::digest::SHA256,
+        device.to_ascii_lowercase().as_bytes(),
+    );
+    let hex: String = d.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{PREFIX}{{{hex}}}")
+}
+
+/// Runs every replica scenario; `devices` are the device numbers used for the coalescing
+/// rounds.
+async fn scenario(s: Arc<Setup>, devices: &[u32]) {
+    // The same envelope to all three replicas at once, three times each: one forward.
+    for &n in devices {
+        let e = envelope(&device(n), &id(n));
+        let mut tasks = Vec::new();
+        for r in 0..9 {
+            let s = s.clone();
+            let e = e.clone();
+            tasks.push(tokio::spawn(async move { s.post(r % 3, &e).await }));
+        }
+        let mut forwarded = 0;
+        for t in tasks {
+            let r = t.await.unwrap();
+            assert_eq!(r.status, 202, "{}", r.body);
+            if r.body == r#"{"v":1,"outcome":"forwarded"}"# {
+                forwarded += 1;
+            } else {
+                assert_eq!(r.body, r#"{"v":1,"outcome":"coalesced"}"#);
+            }
+        }
+        assert_eq!(forwarded, 1, "device {n}");
+        assert_eq!(s.prod.received_for(&device(n)).len(), 1, "device {n}");
+    }
+
+    // One bucket per device, whichever replica a request lands on.
+    let d = device(9000);
+    for i in 0..5 {
+        let r = s.post(i % 3, &envelope(&d, &id(9000 + i as u32))).await;
+        assert_eq!(r.status, 202, "{}", r.body);
+    }
+    let r = s.post(2, &envelope(&d, &id(9999))).await;
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert_eq!(r.header("retry-after"), Some("2"));
+
+    // Flap state is shared: three forwards of one flapId through three replicas cool it.
+    let f = device(9100);
+    for i in 0..3 {
+        let mut e = envelope(&f, &id(100 + i));
+        e["flapId"] = json!(id(7777));
+        assert_eq!(
+            s.post(i as usize, &e).await.body,
+            r#"{"v":1,"outcome":"forwarded"}"#
+        );
+    }
+    let mut e = envelope(&f, &id(200));
+    e["flapId"] = json!(id(7777));
+    assert_eq!(
+        s.post(0, &e).await.body,
+        r#"{"v":1,"outcome":"suppressed"}"#
+    );
+
+    // The environment that worked is remembered for every replica.
+    let env_dev = device(9200);
+    s.prod
+        .reply_always(&env_dev, Reply::new(400, Some("BadDeviceToken")));
+    assert_eq!(s.post(0, &envelope(&env_dev, &id(1))).await.status, 202);
+    assert_eq!(s.post(1, &envelope(&env_dev, &id(2))).await.status, 202);
+    assert_eq!(s.post(2, &envelope(&env_dev, &id(3))).await.status, 202);
+    assert_eq!(s.prod.received_for(&env_dev).len(), 1);
+    assert_eq!(s.sandbox.received_for(&env_dev).len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_on_one_redis() {
+    let redis = RedisServer::start();
+    let s = Arc::new(setup(&redis.url()).await);
+    scenario(s.clone(), &(0..20).collect::<Vec<_>>()).await;
+    // Every key the replicas wrote carries a TTL.
+    let keys = redis.cli(&["--scan", "--pattern", "*"]);
+    assert!(!keys.is_empty());
+    for k in keys.lines() {
+        let pttl: i64 = redis.cli(&["PTTL", k]).trim().parse().unwrap();
+        assert!(pttl > 0, "{k} has no TTL");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_on_a_redis_cluster() {
+    let cluster = RedisCluster::start();
+    // Pick devices whose keys land on every master.
+    let mut devices = Vec::new();
+    let mut nodes = HashSet::new();
+    for n in 0..200u32 {
+        let node = cluster.node_of(&store_key(&device(n)));
+        if devices.len() < 12 || !nodes.contains(&node) {
+            devices.push(n);
+            nodes.insert(node);
+        }
+        if nodes.len() == 3 && devices.len() >= 12 {
+            break;
+        }
+    }
+    assert_eq!(nodes.len(), 3, "devices on every master");
+    let s = Arc::new(setup(&cluster.url()).await);
+    scenario(s.clone(), &devices).await;
+    // Keys really are spread over the three masters.
+    let per_node: Vec<usize> = cluster
+        .nodes
+        .iter()
+        .map(|n| n.cli(&["DBSIZE"]).trim().parse().unwrap())
+        .collect();
+    assert!(per_node.iter().all(|&k| k > 0), "{per_node:?}");
+}
