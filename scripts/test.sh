@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The toolchain rust-toolchain.toml pins (named from the installed one where it cannot be
+# downloaded).
+scripts/toolchain.sh
+
 log() { printf '\n== %s\n' "$*" >&2; }
 
 need_apt=()

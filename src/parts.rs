@@ -143,7 +143,7 @@ impl SignedStorePart {
             lease_ms: LEASE_MS,
         };
         let by = push.signer_key_id().to_owned();
-        let begun = crate::signed::api::begin_receipt(
+        let begun = crate::signed::settle::begin_receipt(
             &self.store,
             push,
             topic,

@@ -352,7 +352,7 @@ async fn receipt(
         (None, _, _) => return Err(ApiError::not_found("no such push").with_push(&id)),
     };
     let r = api.abandonment.settle(&api.store, r, now).await;
-    crate::metrics::receipt_read(crate::signed::api::ReadKind::Admin.as_str());
+    crate::metrics::receipt_read(crate::signed::labels::ReadKind::Admin.as_str());
     Ok(json(StatusCode::OK, &crate::signed::receipt::render(&r)))
 }
 

@@ -184,21 +184,6 @@ impl ClientLimiter {
                 .retain(|_, tat| *tat > now_us);
         }
     }
-
-    /// Client blocks tracked.
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).len())
-            .sum()
-    }
-
-    /// Whether none is tracked.
-    #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// The unspecified address, for requests without a peer (in-process tests).
@@ -207,6 +192,21 @@ pub const UNKNOWN: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl ClientLimiter {
+        /// Client blocks tracked.
+        fn len(&self) -> usize {
+            self.shards
+                .iter()
+                .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).len())
+                .sum()
+        }
+
+        /// Whether none is tracked.
+        fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+    }
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()

@@ -22,7 +22,7 @@ use crate::config::{Config, Delivery as Configured};
 use crate::delivery::{Delivery, Sender};
 use crate::mailbox::Mailboxes;
 use crate::push::apns::client::ApnsClient;
-use crate::signed::api::Signed;
+use crate::signed::front::Signed;
 use crate::signed::signers::Signers;
 use crate::store::fanout::Fanout;
 use crate::store::queue::Sealer;
@@ -156,7 +156,7 @@ pub struct App {
 /// Registers every series whose label values are known at zero, each label set taken from
 /// the type that owns it, so dashboards and `rate()` work before the first event.
 pub fn register_metrics() {
-    use crate::signed::api::{ReadKind, Route};
+    use crate::signed::labels::{ReadKind, Route};
     let signed: Vec<(&'static str, &'static str)> = Route::ALL
         .iter()
         .flat_map(|r| r.codes().iter().map(move |c| (r.as_str(), c.as_str())))
@@ -170,7 +170,7 @@ pub fn register_metrics() {
         signed_routes: &Route::ALL.map(|r| r.as_str()),
         signed: &signed,
         receipt_reads: &ReadKind::ALL.map(|k| k.as_str()),
-        signed_resolutions: &crate::signed::api::Resolution::ALL.map(|r| r.as_str()),
+        signed_resolutions: &crate::signed::labels::Resolution::ALL.map(|r| r.as_str()),
         ice_providers: &crate::mailbox::ice::Provider::ALL.map(|p| p.as_str()),
     });
     crate::metrics::register_store_decode_errors(&crate::store::DecodeKind::LABELS);
@@ -295,7 +295,7 @@ impl App {
     pub fn public_router(&self) -> Router {
         let replica: Arc<str> = self.cfg.telemetry.replica_name.clone().into();
         crate::v1::intake::routes(self.v1.clone(), self.cfg.v1.aasa_app_ids.clone())
-            .merge(crate::signed::api::routes(self.signed.clone()))
+            .merge(crate::signed::routes(self.signed.clone()))
             .merge(crate::mailbox::routes(self.mailboxes.clone()))
             .fallback(move || {
                 let replica = replica.clone();

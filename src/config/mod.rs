@@ -77,7 +77,7 @@ pub struct Config {
     /// The admin API's transports.
     pub(crate) admin: crate::admin::Settings,
     /// Signed pushes (`/v2`).
-    pub(crate) signed: crate::signed::api::Settings,
+    pub(crate) signed: crate::signed::front::Settings,
     /// Mailboxes (`/v1/<app>/mailbox/...`).
     pub(crate) mailbox: crate::mailbox::Settings,
     /// The mailbox ICE extension's providers.
@@ -132,7 +132,7 @@ impl Config {
         }
         let fcm = fcm::read(&mut r);
         let region = region::read(&mut r);
-        let signed = crate::signed::api::Settings {
+        let signed = crate::signed::front::Settings {
             default_topic: match &delivery {
                 Delivery::Apns(a) => Some(a.topic.clone()),
                 _ => r.set(&vars::APNS_TOPIC),

@@ -70,12 +70,6 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// The DESIGN.md defaults.
-    #[cfg(test)]
-    pub fn defaults() -> Self {
-        Self::from_seconds(75, 6, 1800, 1800, 7200, 60, 0.5)
-    }
-
     /// Builds a policy from the configuration's units (seconds and tokens per second).
     pub fn from_seconds(
         dedup_s: u64,
@@ -374,6 +368,13 @@ pub fn prune(state: &mut DeviceState, now_ms: i64, p: &Policy) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Policy {
+        /// The DESIGN.md defaults.
+        pub(crate) fn defaults() -> Self {
+            Self::from_seconds(75, 6, 1800, 1800, 7200, 60, 0.5)
+        }
+    }
 
     const C1: &str = "c1";
     const C2: &str = "c2";

@@ -41,15 +41,6 @@ pub fn try_canonical_bytes(value: &Value) -> Result<Vec<u8>, CanonicalError> {
     serde_json_canonicalizer::to_vec(value).map_err(|e| CanonicalError(e.to_string()))
 }
 
-#[cfg(test)]
-/// An IEEE-754 double as RFC 8785 (ECMAScript) writes it; NaN and ±Infinity are errors.
-pub fn number_to_string(n: f64) -> Result<String, CanonicalError> {
-    if !n.is_finite() {
-        return Err(CanonicalError(format!("{n} is not a JSON number")));
-    }
-    serde_json_canonicalizer::to_string(&n).map_err(|e| CanonicalError(e.to_string()))
-}
-
 /// `sha256:` and the 64 lowercase hex digits of SHA-256 of `bytes`: how a canonical
 /// payload hash is written in receipts and compared for a reused `requestId`.
 pub fn payload_hash(bytes: &[u8]) -> String {
@@ -65,6 +56,14 @@ pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+
+    /// An IEEE-754 double as RFC 8785 (ECMAScript) writes it; NaN and ±Infinity are errors.
+    pub fn number_to_string(n: f64) -> Result<String, CanonicalError> {
+        if !n.is_finite() {
+            return Err(CanonicalError(format!("{n} is not a JSON number")));
+        }
+        serde_json_canonicalizer::to_string(&n).map_err(|e| CanonicalError(e.to_string()))
+    }
 
     fn canon_text(json_text: &str) -> String {
         let v: Value = serde_json::from_str(json_text).expect("test input is JSON");

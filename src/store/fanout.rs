@@ -155,15 +155,6 @@ impl Hub {
             .get(channel)
             .is_some_and(|tx| tx.receiver_count() > 0)
     }
-
-    /// Channels with at least one local subscriber.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.channels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
-    }
 }
 
 /// How messages cross between replicas: Redis pub/sub ([`super::redis::fanout`]), or
@@ -281,12 +272,6 @@ impl Fanout {
             t.unsubscribe(&idle, &self.hub).await;
         }
     }
-
-    /// Channels with a local subscriber (for tests and diagnostics).
-    #[cfg(test)]
-    pub fn channels(&self) -> usize {
-        self.hub.len()
-    }
 }
 
 /// One subscriber's stream of messages.
@@ -368,6 +353,23 @@ impl Subscription {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Hub {
+        /// Channels with at least one local subscriber.
+        pub(crate) fn len(&self) -> usize {
+            self.channels
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .len()
+        }
+    }
+
+    impl Fanout {
+        /// Channels with a local subscriber (for tests and diagnostics).
+        pub(crate) fn channels(&self) -> usize {
+            self.hub.len()
+        }
+    }
 
     #[test]
     fn frames_round_trip() {

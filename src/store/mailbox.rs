@@ -609,13 +609,6 @@ pub struct MemoryMailboxes {
 }
 
 impl MemoryMailboxes {
-    /// Applies one request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer` (the
-    /// answer alone, as the differential tests compare it).
-    #[cfg(test)]
-    pub fn apply(&self, name: &Name, bearer: &str, op: &Op, now_ms: i64, limits: Limits) -> Answer {
-        self.apply_in(name, bearer, op, now_ms, limits).0
-    }
-
     /// Applies one request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer`: the
     /// answer, and the generation of the claim it applied to (0 when none), for the event
     /// it publishes.
@@ -665,12 +658,6 @@ impl MemoryMailboxes {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .retain(|_, m| m.expires_ms > now_ms);
-    }
-
-    /// Mailboxes held.
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 }
 
@@ -902,6 +889,26 @@ impl MailboxStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl MemoryMailboxes {
+        /// Applies one request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer` (the
+        /// answer alone, as the differential tests compare it).
+        pub(crate) fn apply(
+            &self,
+            name: &Name,
+            bearer: &str,
+            op: &Op,
+            now_ms: i64,
+            limits: Limits,
+        ) -> Answer {
+            self.apply_in(name, bearer, op, now_ms, limits).0
+        }
+
+        /// Mailboxes held.
+        pub(crate) fn len(&self) -> usize {
+            self.map.lock().unwrap_or_else(|p| p.into_inner()).len()
+        }
+    }
 
     const T0: i64 = 1_790_000_000_000;
     const LIMITS: Limits = Limits {

@@ -38,6 +38,20 @@ fn settings(url: &str, prefix: &str) -> RedisSettings {
     }
 }
 
+impl RedisStore {
+    /// Waits until connected, at most `timeout`.
+    pub(super) async fn wait_ready(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !self.ready() {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+}
+
 async fn redis_store(url: &str, prefix: &str, policy: Policy) -> RedisStore {
     let s = RedisStore::connect(&settings(url, prefix), policy).unwrap();
     assert!(
@@ -169,7 +183,7 @@ fn same_decisions_in_memory_and_in_redis() {
                     &format!("case{case}:"),
                     policy.clone(),
                 ));
-                red.set_prune_over(0);
+                red.prune_over = 0;
                 let mut now = T0;
                 let mut tickets: Vec<(DeviceToken, String, String, Ticket)> = Vec::new();
                 for (i, op) in ops.iter().enumerate() {
@@ -278,7 +292,7 @@ fn the_shared_client_bucket_is_the_rust_gcra() {
     let rt = runtime();
     let mut red = rt.block_on(redis_store(&server.url(), "client:", Policy::defaults()));
     // The logical clock runs far ahead of real time: keep the keys for the whole test.
-    red.set_client_slack_ms(3_600_000);
+    red.client_slack_ms = 3_600_000;
     let case = std::sync::atomic::AtomicU32::new(0);
     let steps = proptest::collection::vec(
         prop_oneof![4 => Just(0i64), 4 => 0i64..2_000, 1 => 2_000i64..120_000, 1 => -1_000i64..0],

@@ -417,12 +417,6 @@ impl TokenCache {
             *cur = None;
         }
     }
-
-    /// Token requests completed so far.
-    #[cfg(test)]
-    fn attempts(&self) -> u64 {
-        self.attempts.load(Ordering::SeqCst)
-    }
 }
 
 #[cfg(test)]
@@ -431,6 +425,13 @@ mod tests {
     use sealrelay_testkit::mock_fcm::FIXTURE_RSA_PEM as KEY;
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
+
+    impl TokenCache {
+        /// Token requests completed so far.
+        fn attempts(&self) -> u64 {
+            self.attempts.load(Ordering::SeqCst)
+        }
+    }
 
     fn account_json(overrides: &[(&str, serde_json::Value)], remove: &[&str]) -> String {
         let mut v = serde_json::json!({

@@ -142,12 +142,6 @@ impl RequestError {
         Self::new("", message)
     }
 
-    #[cfg(test)]
-    /// The member the error is about (`targets[3].ciphertext`), empty for the body itself.
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-
     /// The short text for the error envelope's `message`; it names the member.
     pub fn message(&self) -> &str {
         &self.message

@@ -9,6 +9,13 @@ use serde_json::json;
 use super::super::canonical as crate_canonical;
 use super::super::error::ApiError;
 
+impl RequestError {
+    /// The member the error is about (`targets[3].ciphertext`), empty for the body itself.
+    pub(super) fn path(&self) -> &str {
+        &self.path
+    }
+}
+
 const CAP: usize = crate::delivery::alert::DEFAULT_MAX_CIPHERTEXT_CHARS;
 const DEVICE: &str = "ABCDEF0123456789abcdef0123456789";
 const DEVICE2: &str = "00112233445566778899aabbccddeeff";

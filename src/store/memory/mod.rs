@@ -188,12 +188,6 @@ impl MemoryStore {
             .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).len())
             .sum()
     }
-
-    /// Whether no device is held.
-    #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]
@@ -201,6 +195,13 @@ mod tests {
     use super::*;
     use crate::policy::Decision;
     use std::sync::Arc;
+
+    impl MemoryStore {
+        /// Whether no device is held.
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+    }
 
     const T0: i64 = 1_700_000_000_000;
 

@@ -138,18 +138,19 @@ impl MemoryQueue {
     pub fn len(&self) -> usize {
         self.lock().items.len()
     }
-
-    /// Whether nothing waits.
-    #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::queue::tests::item;
+
+    impl MemoryQueue {
+        /// Whether nothing waits.
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+    }
 
     fn ids(c: &[Claimed]) -> Vec<&str> {
         c.iter().map(|c| c.item.id.as_str()).collect()

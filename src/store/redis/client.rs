@@ -41,9 +41,12 @@ pub struct RedisStore {
     pub(super) pool: Pool,
     pub(super) prefix: String,
     pub(super) policy: Policy,
-    pub(super) prune_over: usize,
+    /// A device's hash is pruned of dead fields once it has more than this ([`PRUNE_OVER`];
+    /// the differential tests set 0, so they cover pruning on every write).
+    pub(in crate::store) prune_over: usize,
     /// How long a client bucket's key outlives its refill, ms (clock skew between replicas).
-    pub(super) client_slack_ms: i64,
+    /// (Tests whose logical clock runs far ahead of real time keep them for the whole test.)
+    pub(in crate::store) client_slack_ms: i64,
     pub(super) connected: Arc<AtomicBool>,
 }
 
@@ -130,19 +133,6 @@ impl RedisStore {
         self.connected.load(Ordering::SeqCst)
     }
 
-    /// Waits until connected, at most `timeout`.
-    #[cfg(test)]
-    pub async fn wait_ready(&self, timeout: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + timeout;
-        while !self.ready() {
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        true
-    }
-
     /// The connection pool.
     pub fn pool(&self) -> &Pool {
         &self.pool
@@ -151,20 +141,6 @@ impl RedisStore {
     /// The key prefix (`RELAY_REDIS_PREFIX`).
     pub fn prefix(&self) -> &str {
         &self.prefix
-    }
-
-    /// Prunes dead fields of a device's hash once it has more than `n` (tests set 0 to prune
-    /// on every write, so the differential test covers pruning).
-    #[cfg(test)]
-    pub fn set_prune_over(&mut self, n: usize) {
-        self.prune_over = n;
-    }
-
-    /// Makes client bucket keys outlive their refill by `ms` (tests whose logical clock
-    /// runs far ahead of real time keep them for the whole test).
-    #[cfg(test)]
-    pub fn set_client_slack_ms(&mut self, ms: i64) {
-        self.client_slack_ms = ms;
     }
 }
 
