@@ -20,7 +20,7 @@ pub use crate::store::redis::policy::admit_lua;
 use crate::delivery::Outcome;
 use crate::policy::{Decision, Policy};
 use crate::signed::receipt;
-use crate::store::receipts::{self, Begun, Claim, Guard, Update};
+use crate::signed::receipt::lifecycle::{self as receipts, Begun, Claim, Guard, Update};
 use crate::store::redis::fanout::RedisFanout;
 use crate::store::redis::{RedisSettings, RedisStore};
 use crate::store::{RedisFailure, Store};

@@ -188,7 +188,9 @@ pub fn register_metrics() {
         });
     }
     crate::metrics::register_front_ends(
-        crate::store::receipts::STATES.iter().map(|s| s.as_str()),
+        crate::signed::receipt::lifecycle::STATES
+            .iter()
+            .map(|s| s.as_str()),
         transport::Transport::ALL.map(transport::Transport::label),
         &transport::Transport::STATUSES.map(|s| s.as_u16()),
     );

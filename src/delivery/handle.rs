@@ -16,8 +16,8 @@ use crate::device::{hex, DeviceToken, Environment};
 use crate::policy::{DeadReason, Decision, Ticket, STALENESS_S};
 use crate::push::{Kind, Notification, Payload, Priority, Push, Verdict, VerdictClass};
 use crate::secret::Secret;
+use crate::signed::receipt::lifecycle::State;
 use crate::store::queue::{backoff_ms, random_u32, Pending};
-use crate::store::receipts::State;
 use crate::store::{Admission, Store};
 
 /// `APNS_ENVIRONMENT`.

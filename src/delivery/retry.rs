@@ -21,8 +21,8 @@ use crate::device::DeviceToken;
 use crate::metrics;
 use crate::push::{Kind, Notification, Payload, VerdictClass};
 use crate::secret::Secret;
+use crate::signed::receipt::lifecycle::{Guard, State, Update};
 use crate::store::queue::{backoff_ms, random_u32, Fenced, Pending};
-use crate::store::receipts::{Guard, State, Update};
 use crate::store::{Lease, StoreError};
 
 /// What one retry attempt came to, as labelled in `sealrelay_retry_attempts_total{result}`.

@@ -24,7 +24,7 @@
 //! Store round trips: none while no target is past the bound; one update when one is (and
 //! one read if another writer changed the receipt meanwhile).
 
-use crate::store::receipts::{self, Guard, Receipt, State, Update, Updated};
+use super::receipt::lifecycle::{self as receipts, Guard, Receipt, State, Update, Updated};
 use crate::store::Store;
 
 /// The failure detail of an interrupted target.
@@ -111,8 +111,8 @@ impl Abandonment {
 
 #[cfg(test)]
 mod tests {
+    use super::super::receipt::lifecycle::fresh;
     use super::*;
-    use crate::store::receipts::fresh;
 
     fn receipt(targets: &[&str], at: i64) -> Receipt {
         let targets: Vec<String> = targets.iter().map(|t| t.to_string()).collect();

@@ -20,12 +20,12 @@ use super::error::{ApiError, Code};
 use super::front::{finish, json, signer, unavailable, verified, Signed};
 use super::labels::Route;
 use super::receipt;
+use super::receipt::lifecycle::{self as receipts, Begun};
 use super::request::{SignedPush, MAX_BODY_BYTES};
 use super::settle::deliver;
 use super::sig::{self};
 use crate::body::BodyError;
 use crate::metrics;
-use crate::store::receipts::{self, Begun};
 
 pub(super) async fn push(State(s): State<Arc<Signed>>, req: Request) -> Response {
     let started = Instant::now();

@@ -13,8 +13,8 @@ use super::front::{finish, unavailable, Signed};
 use super::labels::{ReadKind, Route};
 use super::reads::{admit_read, receipt_for, resume_point};
 use super::receipt;
+use super::receipt::lifecycle::{Event, EventKind, Receipt};
 use crate::metrics;
-use crate::store::receipts::{Event, EventKind, Receipt};
 
 /// How often an open event stream sends a `: keepalive` comment.
 const KEEPALIVE: Duration = Duration::from_secs(15);

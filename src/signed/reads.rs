@@ -12,9 +12,9 @@ use super::error::{ApiError, Code};
 use super::front::{finish, json, signer, unavailable, verified, Signed};
 use super::labels::{ReadKind, Route};
 use super::receipt;
+use super::receipt::lifecycle::Receipt;
 use super::sig::{self, ReadAuthorization};
 use crate::metrics;
-use crate::store::receipts::Receipt;
 
 /// The checks of a signed read, in SIGNED.md's order: the header (401 `unauthorized`), the
 /// signer (403), the signature (401 `bad_signature`), freshness (422), the push (404), its

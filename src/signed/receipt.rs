@@ -3,12 +3,14 @@
 //! target is `accepted` or `queued`, else `settled`; and what a target's delivery outcome
 //! records in it ([`state_of`]).
 
+pub mod lifecycle;
+
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::delivery::Outcome;
 use crate::push::{Verdict, VerdictClass};
-use crate::store::receipts::{Event, Receipt, State};
+use lifecycle::{Event, Receipt, State};
 
 /// Why a target failed, as its receipt shows it: `{"apnsStatus":s,"reason":r}`, from
 /// bounded values only (the service's documented reason names or `other`, or the relay's
@@ -176,9 +178,9 @@ pub fn render(r: &Receipt) -> Value {
 
 #[cfg(test)]
 mod tests {
+    use super::lifecycle::{fresh, update, Update};
     use super::*;
     use crate::push::Reason;
-    use crate::store::receipts::{fresh, update, Update};
 
     fn apns(status: u16, reason: &str) -> Outcome {
         Outcome::of(crate::push::apns::reason::classify(

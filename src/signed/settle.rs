@@ -19,15 +19,17 @@ use std::time::{Duration, Instant};
 use super::front::Signed;
 use super::labels::Resolution;
 use super::receipt;
+use super::receipt::lifecycle::{
+    Begun, Claim, Guard, NewReceipt, Receipt, State as TargetState, Update, Updated,
+};
 use super::request::SignedPush;
 use crate::delivery::Context;
 use crate::metrics;
-use crate::store::receipts::{Begun, Claim, Guard, Receipt, State as TargetState, Update, Updated};
 use crate::store::{Store, StoreError};
 
 impl Signed {
     /// Begins `push`'s receipt with `owner` bidding for its lease (see
-    /// [`crate::store::receipts::MemoryReceipts::begin`]).
+    /// [`super::receipt::lifecycle::begin`]).
     pub(super) async fn begin(
         &self,
         push: &SignedPush,
@@ -156,19 +158,15 @@ pub(crate) async fn begin_receipt(
     ttl_ms: i64,
 ) -> Result<Begun, StoreError> {
     let targets: Vec<String> = push.targets().iter().map(|t| t.receipt_key()).collect();
-    store
-        .receipts()
-        .begin(
-            push.request_id(),
-            push.canonical_hash(),
-            by,
-            topic,
-            &targets,
-            claim,
-            now_ms,
-            ttl_ms,
-        )
-        .await
+    let new = NewReceipt {
+        push_id: push.request_id(),
+        hash: push.canonical_hash(),
+        signer: by,
+        topic,
+        targets: &targets,
+        ttl_ms,
+    };
+    store.receipts().begin(&new, claim, now_ms).await
 }
 
 /// The `accepted` targets of `r` through the delivery core at once (the lease held since
@@ -275,6 +273,6 @@ pub(super) async fn deliver(
             }
         }
     }
-    crate::store::receipts::update(&mut r, &updates, now);
+    super::receipt::lifecycle::update(&mut r, &updates, now);
     (r, left)
 }

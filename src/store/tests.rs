@@ -925,9 +925,27 @@ async fn fanout_resubscribes_after_a_reconnect() {
 // ---------------------------------------------------------------------------------------
 // Receipts and signers of signed pushes.
 
-use super::receipts::{
-    Begun, Claim, Guard, MemoryReceipts, State as RState, Update as RUpdate, Updated,
+use super::receipts::MemoryReceipts;
+use crate::signed::receipt::lifecycle::{
+    Begun, Claim, Guard, NewReceipt, State as RState, Update as RUpdate, Updated,
 };
+
+/// A push to begin on the tests' topic and signer, kept `ttl_ms`.
+fn new_receipt<'a>(
+    id: &'a str,
+    hash: &'a str,
+    targets: &'a [String],
+    ttl_ms: i64,
+) -> NewReceipt<'a> {
+    NewReceipt {
+        push_id: id,
+        hash,
+        signer: "ed25519:k",
+        topic: "t",
+        targets,
+        ttl_ms,
+    }
+}
 
 const CLAIM: Claim<'static> = Claim {
     owner: "owner",
@@ -1025,16 +1043,15 @@ fn redis_receipts_are_the_in_process_receipts() {
                     } => {
                         let t: Vec<String> = targets.iter().map(|n| rtarget(*n)).collect();
                         let h = format!("sha256:{hash}");
-                        let (id, k, topic) = (push_id(*push), "ed25519:k", "com.example");
+                        let id = push_id(*push);
                         let owner = format!("owner{owner}");
                         let claim = Claim {
                             owner: &owner,
                             lease_ms: ttl,
                         };
-                        let a = mem.begin(&id, &h, k, topic, &t, &claim, now, ttl);
-                        let b = rt
-                            .block_on(red.begin(&id, &h, k, topic, &t, &claim, now, ttl))
-                            .unwrap();
+                        let new = new_receipt(&id, &h, &t, ttl);
+                        let a = mem.begin(&new, &claim, now);
+                        let b = rt.block_on(red.begin(&new, &claim, now)).unwrap();
                         prop_assert_eq!(a, b, "op {} {:?}", i, op);
                     }
                     ROp::Update {
@@ -1048,7 +1065,7 @@ fn redis_receipts_are_the_in_process_receipts() {
                             .iter()
                             .map(|(t, s, detailed)| RUpdate {
                                 target: rtarget(*t),
-                                state: super::receipts::STATES[*s],
+                                state: crate::signed::receipt::lifecycle::STATES[*s],
                                 detail: if *detailed {
                                     r#""retryAfterS":3"#.to_owned()
                                 } else {
@@ -1102,7 +1119,7 @@ async fn a_lapsed_lease_is_taken_over_by_redis_time() {
         let (red, id, t) = (&red, id.clone(), t.clone());
         async move {
             match red
-                .begin(&id, "sha256:x", "ed25519:k", "t", &t, &claim, now, 600_000)
+                .begin(&new_receipt(&id, "sha256:x", &t, 600_000), &claim, now)
                 .await
                 .unwrap()
             {
@@ -1179,14 +1196,9 @@ async fn receipt_keys_expire_and_hold_no_token() {
     let id = push_id(1);
     let b = red
         .begin(
-            &id,
-            "sha256:x",
-            "ed25519:k",
-            "t",
-            std::slice::from_ref(&target),
+            &new_receipt(&id, "sha256:x", std::slice::from_ref(&target), 600_000),
             &CLAIM,
             T0,
-            600_000,
         )
         .await
         .unwrap();
@@ -1258,14 +1270,9 @@ async fn receipt_events_are_published_from_the_script_on_a_cluster() {
         .expect("subscribed");
         let t = rtarget(1);
         red.begin(
-            id,
-            "sha256:x",
-            "ed25519:k",
-            "t",
-            std::slice::from_ref(&t),
+            &new_receipt(id, "sha256:x", std::slice::from_ref(&t), 600_000),
             &CLAIM,
             T0,
-            600_000,
         )
         .await
         .unwrap();
@@ -1283,7 +1290,9 @@ async fn receipt_events_are_published_from_the_script_on_a_cluster() {
         let got = String::from_utf8(got.expect("an event message").to_vec()).unwrap();
         let events: Vec<_> = got
             .lines()
-            .map(|l| super::receipts::Event::decode(l).unwrap_or_else(|| panic!("{l}")))
+            .map(|l| {
+                crate::signed::receipt::lifecycle::Event::decode(l).unwrap_or_else(|| panic!("{l}"))
+            })
             .collect();
         let seqs: Vec<u64> = events.iter().map(|e| e.sequence).collect();
         assert_eq!(seqs, vec![2, 3], "{got}");

@@ -1,6 +1,6 @@
 -- receipt_begin.lua: create a signed push's receipt and its lease, or find the one its id
 -- already has (taking the lease when it is the caller's own or has lapsed while a target is
--- still accepted). Mirrors crate::store::receipts::MemoryReceipts::begin and take.
+-- still accepted). Mirrors crate::signed::receipt::lifecycle::begin and take.
 -- KEYS[1]  <prefix>{r:<push id>}      hash: h canonical hash, k signer, t topic, c created,
 --                                     u updated, s settled (0/1), n last event sequence,
 --                                     o target keys in request order (comma-separated),

@@ -1,6 +1,6 @@
 -- receipt_update.lua: apply target changes to a receipt, append their events and, once no
 -- target is pending, the settled event; publish the new events on the push's channel.
--- Mirrors crate::store::receipts::update.
+-- Mirrors crate::signed::receipt::lifecycle::update (apply).
 -- KEYS     1 the receipt hash  2 its event list   (layout in receipt_begin.lua)
 -- ARGV     1 now_ms  2 ttl_ms  3 channel (<prefix>{r:<push id>}:events)
 --          4 guard: 1 applies only once the lease has lapsed (Redis TIME), 0 always

@@ -11,11 +11,11 @@ use fred::prelude::*;
 use fred::types::scripts::Script;
 
 use super::client::err;
-use crate::store::common::StoreError;
-use crate::store::receipts::{
-    events_channel, fresh, Begun, Claim, Event, Guard, Receipt, ReceiptBackend, State, Target,
-    Update, Updated,
+use crate::signed::receipt::lifecycle::{
+    Begun, Claim, Event, Guard, NewReceipt, Receipt, State, Target, Update, Updated,
 };
+use crate::store::common::StoreError;
+use crate::store::receipts::{events_channel, ReceiptBackend};
 use crate::store::signers::{signers_channel, Enrolled, Signer, SignerBackend};
 
 /// The scripts and key names.
@@ -172,27 +172,22 @@ impl Signed {
         format!("{}{{signers}}:index", self.prefix)
     }
 
-    /// See [`crate::store::receipts::MemoryReceipts::begin`]; the lease is timed by Redis's
+    /// See [`crate::signed::receipt::lifecycle::begin`]; the lease is timed by Redis's
     /// clock. One EVALSHA.
-    #[allow(clippy::too_many_arguments)]
     pub async fn begin(
         &self,
-        push_id: &str,
-        hash: &str,
-        signer: &str,
-        topic: &str,
-        targets: &[String],
+        new: &NewReceipt<'_>,
         claim: &Claim<'_>,
         now_ms: i64,
-        ttl_ms: i64,
     ) -> Result<Begun, StoreError> {
+        let push_id = new.push_id;
         let args: Vec<Value> = vec![
-            hash.into(),
-            signer.into(),
-            topic.into(),
+            new.hash.into(),
+            new.signer.into(),
+            new.topic.into(),
             now_ms.to_string().into(),
-            ttl_ms.into(),
-            targets.join(",").into(),
+            new.ttl_ms.into(),
+            new.targets.join(",").into(),
             claim.owner.into(),
             claim.lease_ms.into(),
         ];
@@ -203,9 +198,7 @@ impl Signed {
             .map_err(err)?;
         match (reply.first().and_then(int), reply.as_slice()) {
             // New: the script made exactly what the pure function makes.
-            (Some(0), _) => Ok(Begun::New(fresh(
-                push_id, hash, signer, topic, targets, now_ms,
-            ))),
+            (Some(0), _) => Ok(Begun::New(new.fresh(now_ms))),
             (Some(1), [_, fields, events, owned]) => receipt(push_id, fields, events)
                 .map(|receipt| Begun::Replay {
                     receipt,
@@ -217,7 +210,7 @@ impl Signed {
         }
     }
 
-    /// See [`crate::store::receipts::MemoryReceipts::update`]; publishes the new events. One
+    /// See [`crate::signed::receipt::lifecycle::apply`]; publishes the new events. One
     /// EVALSHA.
     pub async fn update(
         &self,
@@ -376,19 +369,11 @@ impl Signed {
 impl ReceiptBackend for Signed {
     async fn begin(
         &self,
-        push_id: &str,
-        hash: &str,
-        signer: &str,
-        topic: &str,
-        targets: &[String],
+        new: &NewReceipt<'_>,
         claim: &Claim<'_>,
         now_ms: i64,
-        ttl_ms: i64,
     ) -> Result<Begun, StoreError> {
-        Signed::begin(
-            self, push_id, hash, signer, topic, targets, claim, now_ms, ttl_ms,
-        )
-        .await
+        Signed::begin(self, new, claim, now_ms).await
     }
 
     async fn update(
