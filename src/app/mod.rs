@@ -179,7 +179,7 @@ pub fn register_metrics() {
         crate::metrics::register_mailbox(crate::metrics::MailboxLabels {
             routes: &route::Route::ALL.map(route::Route::as_str),
             statuses: &route::Route::USUAL_STATUSES,
-            buckets: crate::store::mailbox::BUCKET_LABELS,
+            buckets: crate::mailbox::state::BUCKET_LABELS,
             services: &push::ServiceLabel::ALL.map(push::ServiceLabel::as_str),
             outcomes: &push::PushOutcome::ALL.map(push::PushOutcome::as_str),
             sockets: &socket::Kind::ALL.map(socket::Kind::as_str),

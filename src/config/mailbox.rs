@@ -2,8 +2,8 @@
 
 use super::reader::Reader;
 use super::vars::*;
+use crate::mailbox::state::Limits;
 use crate::mailbox::{App, Settings, Sockets};
-use crate::store::mailbox::Limits;
 
 /// An app name: 1 to 32 of `[a-z0-9-]`, starting with a letter.
 fn is_app_name(s: &str) -> bool {

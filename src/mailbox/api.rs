@@ -36,10 +36,10 @@ use super::path::{self, Place, Target};
 use super::push::{self, Notify};
 use super::query::{ListQuery, PruneQuery, Query};
 use super::route::{self, Route};
+use super::state::{Answer, Dir, Name, Op, PushDecision};
 use super::{signal, watch};
 use crate::body::BodyError;
 use crate::metrics;
-use crate::store::mailbox::{Answer, Dir, Name, Op, PushDecision};
 
 /// Time a client has to send a request body.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);

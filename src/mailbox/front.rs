@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use tokio::sync::watch as stop_watch;
 
+use super::state::{Answer, Limits, Name, Op};
 use crate::clock::Clock;
-use crate::store::mailbox::{Answer, Limits, Name, Op};
 use crate::store::Store;
 
 use super::auth::Bearer;

@@ -2,8 +2,9 @@
 //! extensions): two devices of a link exchange sealed envelopes through the relay, which
 //! stores opaque bytes and keeps only the SHA-256 of the link's bearer.
 //!
-//! - [`api`]: the router and the HTTP handlers, one store round trip each
-//!   ([`crate::store::mailbox`]);
+//! - [`state`]: a mailbox and the rules every request follows, as plain types and pure
+//!   functions (the store runs them: [`crate::store::mailbox`]);
+//! - [`api`]: the router and the HTTP handlers, one store round trip each;
 //! - [`route`]: the routes as the metrics label them;
 //! - [`path`]: the request's path into a [`path::Target`], or the relay's one 404, before any
 //!   authentication;
@@ -40,6 +41,7 @@ pub mod query;
 pub mod route;
 pub mod signal;
 pub mod socket;
+pub mod state;
 pub mod watch;
 
 pub use front::{App, Mailboxes, Settings, Sockets};

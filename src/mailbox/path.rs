@@ -11,7 +11,7 @@ use axum::http::request::Parts;
 
 use super::error::MailboxError;
 use super::front::{App, Mailboxes};
-use crate::store::mailbox::{Dir, Name, Side};
+use super::state::{Dir, Name, Side};
 
 /// The largest seq: 2^53 - 1.
 pub const MAX_SEQ: u64 = 9_007_199_254_740_991;

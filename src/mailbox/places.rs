@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::error::MailboxError;
-use crate::store::mailbox::Name;
+use super::state::Name;
 
 /// Why a socket found no place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

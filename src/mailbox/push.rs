@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 pub use common::{Generic, Notify, ServiceName, MAX_GENERIC_MEMBERS};
 
 use super::auth::Bearer;
+use super::state::Dir;
 use crate::push::{Push, Service, VerdictClass};
-use crate::store::mailbox::Dir;
 
 /// A push's `service` label: a service with a module, `other` for a service without one,
 /// `none` when no registration was opened.

@@ -43,10 +43,11 @@ use super::error::MailboxError;
 use super::front::Mailboxes;
 use super::path::{self, Target};
 use super::socket::{accept, Liveness, Outbox, Queued};
+use super::state::{Answer, Bucket, MailboxEvent, Name, Op, Side};
 use crate::metrics;
 use crate::policy::gcra_take;
 use crate::store::fanout::{Channel, Subscription};
-use crate::store::mailbox::{Answer, Bucket, MailboxEvent, Name, Op, Side};
+use crate::store::mailbox::receive_event;
 
 /// The largest frame relayed.
 pub const MAX_FRAME: usize = 64 * 1024;
@@ -471,7 +472,7 @@ impl Session {
                 },
                 ev = events.recv() => match ev {
                     Some(ev) if matches!(
-                        MailboxEvent::receive(&ev),
+                        receive_event(&ev),
                         Some(MailboxEvent::Erased { generation }) if generation == self.generation
                     ) => {
                         return End::Closed(Close::Normal);

@@ -12,8 +12,8 @@ pub(crate) use super::places::{Full, Place};
 use super::auth::{self, Bearer};
 use super::error::MailboxError;
 use super::front::Mailboxes;
+use super::state::{Answer, Name, Op};
 use crate::store::fanout::Subscription;
-use crate::store::mailbox::{Answer, Name, Op};
 
 /// The kinds of mailbox socket, as labelled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,8 +34,9 @@ use super::front::Mailboxes;
 use super::path::{self, Target};
 use super::signal::Close;
 use super::socket::{accept, claim_gone, Liveness};
+use super::state::{Answer, Dir, MailboxEvent, Name, Op};
 use crate::store::fanout::Subscription;
-use crate::store::mailbox::{Answer, Dir, MailboxEvent, Name, Op};
+use crate::store::mailbox::receive_event;
 
 /// How long a resync keeps trying to read the direction's head before it gives up and
 /// closes the socket with 1011 (the client reconnects and reads the list itself).
@@ -223,7 +224,7 @@ async fn serve(
                             return;
                         }
                     }
-                    let seq = match MailboxEvent::receive(&note) {
+                    let seq = match receive_event(&note) {
                         // Another claim's event (this one expired): not this socket's.
                         Some(ev) if ev.generation() != claim.generation => continue,
                         Some(MailboxEvent::Erased { .. }) => {

@@ -1317,8 +1317,9 @@ async fn receipt_events_are_published_from_the_script_on_a_cluster() {
 // ---------------------------------------------------------------------------------------
 // Mailboxes.
 
-use super::mailbox::{Answer as MAnswer, Dir, Limits as MLimits, MemoryMailboxes, Name, Op as MOp};
+use super::mailbox::MemoryMailboxes;
 use super::redis::mailbox::RedisMailboxes;
+use crate::mailbox::state::{Answer as MAnswer, Dir, Limits as MLimits, Name, Op as MOp};
 
 fn mop() -> impl Strategy<Value = (u8, i64, MOp)> {
     let dir = prop_oneof![Just(Dir::P2c), Just(Dir::C2p)];
@@ -1344,9 +1345,9 @@ fn mop() -> impl Strategy<Value = (u8, i64, MOp)> {
         1 => dir.clone().prop_map(|dir| MOp::Unregister { dir }),
         1 => (dir.clone(), sealed).prop_map(|(dir, sealed)| MOp::Forget { dir, sealed }),
         1 => Just(MOp::Socket),
-        1 => prop_oneof![Just(super::mailbox::Side::Primary), Just(super::mailbox::Side::Companion)]
+        1 => prop_oneof![Just(crate::mailbox::state::Side::Primary), Just(crate::mailbox::state::Side::Companion)]
             .prop_map(|side| MOp::SignalOpen { side }),
-        1 => (prop_oneof![Just(super::mailbox::Side::Primary), Just(super::mailbox::Side::Companion)], 0i64..3_000_000_000_000_000)
+        1 => (prop_oneof![Just(crate::mailbox::state::Side::Primary), Just(crate::mailbox::state::Side::Companion)], 0i64..3_000_000_000_000_000)
             .prop_map(|(side, tat_us)| MOp::SignalClose { side, tat_us }),
         1 => dir.clone().prop_map(|dir| MOp::Ping { dir }),
         1 => dir.prop_map(|dir| MOp::Unping { dir }),

@@ -1,5 +1,5 @@
 -- mailbox.lua (gcra.lua is prepended): one mailbox request, atomically: the bearer check,
--- the bucket token, the operation. Mirrors crate::store::mailbox (a differential test binds
+-- the bucket token, the operation. Mirrors crate::mailbox::state (a differential test binds
 -- the two).
 --
 -- KEYS     1 <prefix>{mb:<name>}          hash: b bearer SHA-256 hex; g the claim's

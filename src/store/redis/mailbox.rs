@@ -1,4 +1,4 @@
-//! Mailboxes in Redis (semantics in [`crate::store::mailbox`]): every request is one
+//! Mailboxes in Redis (semantics in [`crate::mailbox::state`]): every request is one
 //! EVALSHA of `mailbox.lua`, over five keys under the mailbox's hash tag
 //! `<prefix>{mb:<name>}` (so it runs unchanged on a Cluster), and the script publishes what
 //! live sockets must hear (a `MailboxEvent`: `seq <dir> <n>` after a store, `erase`) on the mailbox's sharded
@@ -9,10 +9,9 @@ use fred::prelude::*;
 use fred::types::scripts::Script;
 
 use super::client::{err, with_gcra, GCRA_LUA};
+use crate::mailbox::state::{Answer, Envelope, Limits, Name, Op, PushDecision};
 use crate::store::common::StoreError;
-use crate::store::mailbox::{
-    event_channel, Answer, Envelope, Limits, MailboxBackend, Name, Op, PushDecision,
-};
+use crate::store::mailbox::{event_channel, MailboxBackend};
 
 /// The mailbox script exactly as the relay loads it (the benchmark measures Redis's ceiling
 /// with it).

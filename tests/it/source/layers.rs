@@ -9,8 +9,9 @@
 //! inside `pub use`.
 //!
 //! A feature's rules live beside it as plain types and pure functions (the receipt
-//! lifecycle in `signed/receipt/lifecycle.rs`): each such module ([`RULES`]) is a node of its
-//! own, imports nothing of the crate but the leaves, and may be used by any module, the
+//! lifecycle in `signed/receipt/lifecycle.rs`, the mailbox in `mailbox/state.rs`): each such module ([`RULES`]) is a node of its
+//! own, imports nothing of the crate but the leaves and modules that import only leaves, and
+//! may be used by any module, the
 //! store's backends included, without that use counting as an import of its feature.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,7 +29,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// A feature's rules, each a node of the graph: its path from the crate root.
-const RULES: &[&str] = &["signed::receipt::lifecycle"];
+const RULES: &[&str] = &["signed::receipt::lifecycle", "mailbox::state"];
 
 /// The leaves: modules that import nothing of the crate.
 const LEAVES: &[&str] = &["device", "metrics", "secret", "clock", "body"];
@@ -216,17 +217,21 @@ fn leaves_import_nothing_of_the_crate() {
 #[test]
 fn rules_import_only_leaves() {
     let g = graph();
+    // What a rules module may use: the leaves, and modules that themselves import only
+    // leaves (`policy`'s pure bucket arithmetic).
+    let pure = |m: &str| {
+        LEAVES.contains(&m)
+            || g.get(m)
+                .is_some_and(|refs| refs.iter().all(|r| LEAVES.contains(&r.as_str())))
+    };
     for r in RULES {
         let refs = g
             .get(*r)
             .unwrap_or_else(|| panic!("{r} is not in the source"));
-        let beyond: Vec<&String> = refs
-            .iter()
-            .filter(|m| !LEAVES.contains(&m.as_str()))
-            .collect();
+        let beyond: Vec<&String> = refs.iter().filter(|m| !pure(m)).collect();
         assert!(
             beyond.is_empty(),
-            "{r} imports {beyond:?}: rules import only leaves"
+            "{r} imports {beyond:?}: rules import only leaves and pure modules"
         );
     }
     // A use of a rules module written in full is an edge to it, not to its feature.

@@ -29,7 +29,7 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
 
-/// The relay's frame bucket per side (`src/store/mailbox.rs`): burst and emission.
+/// The relay's frame bucket per side (`src/mailbox/state.rs`): burst and emission.
 const RELAY_CAPACITY: i64 = 400;
 const RELAY_EMISSION_US: i64 = 20_000;
 /// The generator's own pacing, under the relay's.

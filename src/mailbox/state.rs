@@ -1,0 +1,1020 @@
+//! A mailbox (MAILBOX.md) and the rules every request follows, as plain types and pure
+//! functions: one operation per request ([`Op`]), applied after the bearer check and the
+//! bucket token ([`request`]), with what live sockets must hear of it ([`MailboxEvent`]). No
+//! clock and no store: each takes `now_ms`. The in-process store runs [`request`] under a
+//! lock and `mailbox.lua` mirrors it in one script on Redis (a differential test binds the
+//! two).
+//!
+//! A mailbox is named in the store by the first 32 hex of SHA-256 of `<app>/<id>`
+//! ([`Name`]), so a copy of the store reveals no mailbox id; it keeps the SHA-256 of its
+//! bearer, its buckets, and per direction its envelopes (seq -> bytes), its sealed push
+//! registration and until when its reader is in the foreground. Everything of a mailbox
+//! lives under one hash tag and expires `idle` after the last write or claim.
+
+use std::collections::{BTreeMap, HashMap};
+
+use bytes::Bytes;
+
+use crate::policy::gcra_take;
+
+/// A direction of a mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dir {
+    /// Primary to companion.
+    P2c,
+    /// Companion to primary.
+    C2p,
+}
+
+impl Dir {
+    /// The path segment.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dir::P2c => "p2c",
+            Dir::C2p => "c2p",
+        }
+    }
+
+    /// From the path segment.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "p2c" => Some(Dir::P2c),
+            "c2p" => Some(Dir::C2p),
+            _ => None,
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Dir::P2c => 0,
+            Dir::C2p => 1,
+        }
+    }
+}
+
+/// A side of a mailbox's signal rendezvous.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// The primary device.
+    Primary,
+    /// The companion device.
+    Companion,
+}
+
+impl Side {
+    /// The path segment.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Primary => "primary",
+            Side::Companion => "companion",
+        }
+    }
+
+    /// From the path segment.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "primary" => Some(Side::Primary),
+            "companion" => Some(Side::Companion),
+            _ => None,
+        }
+    }
+
+    /// The other side.
+    pub fn other(self) -> Self {
+        match self {
+            Side::Primary => Side::Companion,
+            Side::Companion => Side::Primary,
+        }
+    }
+}
+
+/// The buckets of the spec's rate-limit table, per mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Bucket {
+    /// Envelopes stored: 120, 2 per second.
+    Envelopes,
+    /// Fetches, HEADs, prunes (and claims and erasures): 240, 4 per second.
+    Reads,
+    /// WebSocket connections, watch and signal: 20, 1 per 5 seconds.
+    Sockets,
+    /// Signal frames of one side: 400, 50 per second.
+    Frames(Side),
+    /// Pushes sent on one direction: 20, 1 per 2 seconds.
+    Pushes(Dir),
+    /// Push registrations: 10, 1 per minute.
+    Registrations,
+    /// ICE credentials: 6, 1 per 30 seconds.
+    Ice,
+}
+
+impl Bucket {
+    /// Burst and the microseconds one token takes to come back.
+    pub fn rate(self) -> (i64, i64) {
+        match self {
+            Bucket::Envelopes => (120, 500_000),
+            Bucket::Reads => (240, 250_000),
+            Bucket::Sockets => (20, 5_000_000),
+            Bucket::Frames(_) => (400, 20_000),
+            Bucket::Pushes(_) => (20, 2_000_000),
+            Bucket::Registrations => (10, 60_000_000),
+            Bucket::Ice => (6, 30_000_000),
+        }
+    }
+
+    /// The field it is kept in, and its metric label.
+    pub fn field(self) -> &'static str {
+        match self {
+            Bucket::Envelopes => "t:env",
+            Bucket::Reads => "t:read",
+            Bucket::Sockets => "t:ws",
+            Bucket::Frames(Side::Primary) => "t:sig:primary",
+            Bucket::Frames(Side::Companion) => "t:sig:companion",
+            Bucket::Pushes(Dir::P2c) => "t:push:p2c",
+            Bucket::Pushes(Dir::C2p) => "t:push:c2p",
+            Bucket::Registrations => "t:reg",
+            Bucket::Ice => "t:ice",
+        }
+    }
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Bucket::Envelopes => "envelopes",
+            Bucket::Reads => "reads",
+            Bucket::Sockets => "sockets",
+            Bucket::Frames(_) => "signal_frames",
+            Bucket::Pushes(_) => "pushes",
+            Bucket::Registrations => "registrations",
+            Bucket::Ice => "ice",
+        }
+    }
+}
+
+/// Every bucket label, for the series registered at start-up.
+pub const BUCKET_LABELS: &[&str] = &[
+    "envelopes",
+    "reads",
+    "sockets",
+    "signal_frames",
+    "pushes",
+    "registrations",
+    "ice",
+];
+
+/// How long a watch's `ping` marks its direction's reader as in the foreground, ms.
+pub const FOREGROUND_MS: i64 = 45_000;
+
+/// The store's name of a mailbox: the first 32 hex of SHA-256 of `<app>/<id>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Name(String);
+
+impl Name {
+    /// The name of mailbox `id` of `app`.
+    pub fn of(app: &str, id: &str) -> Self {
+        let d = ring::digest::digest(&ring::digest::SHA256, format!("{app}/{id}").as_bytes());
+        Name(crate::device::hex(&d.as_ref()[..16]))
+    }
+
+    /// The 32 hex.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The limits of every mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// A mailbox with no write and no claim for this long is gone, ms.
+    pub idle_ms: i64,
+    /// Envelopes one direction holds at most.
+    pub max_envelopes: usize,
+}
+
+/// The most envelopes one prune call removes: a prune of a whole direction (up to
+/// 100,000 envelopes) is as many short script calls, none of which holds Redis long.
+pub const PRUNE_BATCH: usize = 1000;
+
+/// The most stored bytes one list answer carries.
+pub const LIST_MAX_BYTES: usize = 1 << 20;
+
+/// What a request does, once its bearer and bucket pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Claim (or heartbeat-claim) the mailbox.
+    Claim,
+    /// Erase it with everything in it.
+    Erase,
+    /// Store an envelope; with `notify`, also decide on a push to the direction's reader.
+    Put {
+        /// The direction.
+        dir: Dir,
+        /// Its sequence number.
+        seq: u64,
+        /// The bytes.
+        data: Bytes,
+        /// Whether the writer asked for a push.
+        notify: bool,
+    },
+    /// Envelopes after `after`, at most `limit`.
+    List {
+        /// The direction.
+        dir: Dir,
+        /// Exclusive lower bound.
+        after: u64,
+        /// At most this many.
+        limit: usize,
+    },
+    /// One envelope.
+    Get {
+        /// The direction.
+        dir: Dir,
+        /// Its sequence number.
+        seq: u64,
+    },
+    /// The direction's highest seq and count.
+    Head {
+        /// The direction.
+        dir: Dir,
+    },
+    /// Removes the envelopes with seq at most `upto`, at most [`PRUNE_BATCH`] of them (the
+    /// lowest): [`Answer::More`] when some are left, for [`Op::PruneMore`].
+    Prune {
+        /// The direction.
+        dir: Dir,
+        /// Inclusive upper bound.
+        upto: u64,
+    },
+    /// Goes on with a prune that answered [`Answer::More`]: like [`Op::Prune`], without a
+    /// bucket token (the prune paid one).
+    PruneMore {
+        /// The direction.
+        dir: Dir,
+        /// Inclusive upper bound.
+        upto: u64,
+    },
+    /// Stores the direction's sealed push registration.
+    Register {
+        /// The direction.
+        dir: Dir,
+        /// The sealed registration.
+        sealed: Bytes,
+    },
+    /// Removes the direction's push registration.
+    Unregister {
+        /// The direction.
+        dir: Dir,
+    },
+    /// Removes the registration only if it is still `sealed` (the push service said the
+    /// token is dead; a newer registration stays). Takes no bucket token.
+    Forget {
+        /// The direction.
+        dir: Dir,
+        /// The registration the push used.
+        sealed: Bytes,
+    },
+    /// A watch socket opens: the answer is the claim's generation ([`Answer::Opened`]).
+    Socket,
+    /// A socket checks that the claim it opened under is still there: the claim's
+    /// generation ([`Answer::Opened`]), or not found / forbidden. Takes no token and does
+    /// not restart the idle timer.
+    Check,
+    /// A watch closes: its direction's reader is no longer in the foreground. Takes no
+    /// token.
+    Unping {
+        /// The direction.
+        dir: Dir,
+    },
+    /// A signal socket of `side` opens: like [`Op::Socket`], and the answer carries the
+    /// side's frame bucket ([`Answer::Frames`]) so the socket spends from it.
+    SignalOpen {
+        /// The side.
+        side: Side,
+    },
+    /// A signal socket of `side` closes and hands its frame bucket back (the later of the
+    /// stored and the given arrival time is kept). Takes no token.
+    SignalClose {
+        /// The side.
+        side: Side,
+        /// The bucket's arrival time, us.
+        tat_us: i64,
+    },
+    /// A watch's `ping`: the direction's reader is in the foreground. Takes no bucket
+    /// token (the socket's own rate bounds it).
+    Ping {
+        /// The direction.
+        dir: Dir,
+    },
+    /// ICE credentials are handed out.
+    Ice,
+}
+
+impl Op {
+    /// The bucket the request takes a token from, if any.
+    pub fn bucket(&self) -> Option<Bucket> {
+        match self {
+            Op::Put { .. } => Some(Bucket::Envelopes),
+            Op::Claim
+            | Op::Erase
+            | Op::List { .. }
+            | Op::Get { .. }
+            | Op::Head { .. }
+            | Op::Prune { .. } => Some(Bucket::Reads),
+            Op::Register { .. } | Op::Unregister { .. } => Some(Bucket::Registrations),
+            Op::Socket | Op::SignalOpen { .. } => Some(Bucket::Sockets),
+            Op::Ice => Some(Bucket::Ice),
+            Op::Forget { .. }
+            | Op::Ping { .. }
+            | Op::Unping { .. }
+            | Op::Check
+            | Op::PruneMore { .. }
+            | Op::SignalClose { .. } => None,
+        }
+    }
+}
+
+/// What became of a push the writer asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PushDecision {
+    /// None was asked, or the envelope was not new.
+    NotAsked,
+    /// The reader is in the foreground.
+    Foreground,
+    /// The direction's push bucket is empty.
+    Throttled,
+    /// No registration.
+    Unregistered,
+    /// Send: the sealed registration.
+    Send(Bytes),
+}
+
+impl PushDecision {
+    /// The metric label of a push not sent.
+    pub fn label(&self) -> &'static str {
+        match self {
+            PushDecision::NotAsked => "not_asked",
+            PushDecision::Foreground => "foreground",
+            PushDecision::Throttled => "rate_limited",
+            PushDecision::Unregistered => "no_registration",
+            PushDecision::Send(_) => "send",
+        }
+    }
+}
+
+/// One stored envelope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope {
+    /// Its sequence number.
+    pub seq: u64,
+    /// The bytes.
+    pub data: Bytes,
+}
+
+/// The answer to a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// No such mailbox (never claimed, erased, or idle too long).
+    NotFound,
+    /// Another bearer holds it.
+    Forbidden,
+    /// The bucket is empty: whole seconds until a token is back.
+    RateLimited(u64),
+    /// A claim made the mailbox.
+    Created,
+    /// A claim by its bearer (the idle timer restarted).
+    Claimed,
+    /// Stored (201), and what became of the push asked for.
+    Stored(PushDecision),
+    /// The same bytes were already at that seq (204; nothing changed).
+    Same,
+    /// Other bytes are at that seq (409).
+    Conflict,
+    /// The direction is full (507).
+    Full,
+    /// A list: the envelopes, the highest seq stored (0 if none), whether it was cut.
+    Listed {
+        /// Ascending.
+        envelopes: Vec<Envelope>,
+        /// The highest seq stored.
+        last: u64,
+        /// Whether more follow.
+        more: bool,
+    },
+    /// One envelope's bytes, or `None` when absent.
+    Got(Option<Bytes>),
+    /// The direction's highest seq (0 if none) and count.
+    Head {
+        /// The highest seq stored.
+        last: u64,
+        /// How many are stored.
+        count: u64,
+    },
+    /// Done (erase, prune, register, unregister, forget, ping, unping, ICE, signal close).
+    Done,
+    /// A watch opened, or a check found the claim: the claim's generation.
+    Opened(u64),
+    /// A prune removed a batch and more envelopes at or below its bound are left.
+    More,
+    /// A signal socket opened: its side's frame bucket and the claim's generation.
+    Frames {
+        /// The frame bucket's arrival time, us (0 when full).
+        tat_us: i64,
+        /// The claim's generation.
+        generation: u64,
+    },
+}
+
+#[derive(Debug, Clone, Default)]
+struct Direction {
+    envelopes: BTreeMap<u64, Bytes>,
+    registration: Option<Bytes>,
+    foreground_until_ms: i64,
+}
+
+/// One mailbox's state: its bearer, claim generation, buckets, both directions, and until
+/// when it lives.
+#[derive(Debug, Clone)]
+pub struct Mailbox {
+    bearer: String,
+    /// The claim's generation: the instant (ms) the claim made the mailbox. A mailbox that
+    /// expired and was claimed again is another generation, and its events are not the
+    /// old sockets'.
+    generation: u64,
+    buckets: HashMap<&'static str, i64>,
+    dirs: [Direction; 2],
+    expires_ms: i64,
+}
+
+/// Applies `op` for the bearer whose SHA-256 is `bearer` to the mailbox `current` (see
+/// [`request`], which also makes and drops mailboxes).
+fn apply(current: &mut Mailbox, bearer: &str, op: &Op, now_ms: i64, limits: Limits) -> Answer {
+    if current.bearer != bearer {
+        return Answer::Forbidden;
+    }
+    if let Some(b) = op.bucket() {
+        let (capacity, emission) = b.rate();
+        let tat = current.buckets.get(b.field()).copied().unwrap_or(0);
+        match gcra_take(tat, now_ms * 1000, emission, capacity) {
+            Ok(t) => {
+                current.buckets.insert(b.field(), t);
+            }
+            Err(retry) => return Answer::RateLimited(retry),
+        }
+    }
+    let touch = |m: &mut Mailbox| m.expires_ms = now_ms + limits.idle_ms;
+    match op {
+        Op::Claim => {
+            touch(current);
+            Answer::Claimed
+        }
+        Op::Erase => Answer::Done,
+        Op::Put {
+            dir,
+            seq,
+            data,
+            notify,
+        } => {
+            let d = &mut current.dirs[dir.index()];
+            if let Some(have) = d.envelopes.get(seq) {
+                return if have == data {
+                    Answer::Same
+                } else {
+                    Answer::Conflict
+                };
+            }
+            if d.envelopes.len() >= limits.max_envelopes {
+                return Answer::Full;
+            }
+            d.envelopes.insert(*seq, data.clone());
+            let decision = if !notify {
+                PushDecision::NotAsked
+            } else if d.foreground_until_ms > now_ms {
+                PushDecision::Foreground
+            } else if let Some(r) = d.registration.clone() {
+                let b = Bucket::Pushes(*dir);
+                let (capacity, emission) = b.rate();
+                let tat = current.buckets.get(b.field()).copied().unwrap_or(0);
+                match gcra_take(tat, now_ms * 1000, emission, capacity) {
+                    Err(_) => PushDecision::Throttled,
+                    Ok(t) => {
+                        current.buckets.insert(b.field(), t);
+                        PushDecision::Send(r)
+                    }
+                }
+            } else {
+                PushDecision::Unregistered
+            };
+            touch(current);
+            Answer::Stored(decision)
+        }
+        Op::List { dir, after, limit } => {
+            let d = &current.dirs[dir.index()];
+            let last = d.envelopes.keys().next_back().copied().unwrap_or(0);
+            let mut envelopes = Vec::new();
+            let mut bytes = 0usize;
+            let mut more = false;
+            for (seq, data) in d.envelopes.range(after.saturating_add(1)..) {
+                if envelopes.len() == *limit || bytes + data.len() > LIST_MAX_BYTES {
+                    more = true;
+                    break;
+                }
+                bytes += data.len();
+                envelopes.push(Envelope {
+                    seq: *seq,
+                    data: data.clone(),
+                });
+            }
+            Answer::Listed {
+                envelopes,
+                last,
+                more,
+            }
+        }
+        Op::Get { dir, seq } => Answer::Got(current.dirs[dir.index()].envelopes.get(seq).cloned()),
+        Op::Head { dir } => {
+            let d = &current.dirs[dir.index()];
+            Answer::Head {
+                last: d.envelopes.keys().next_back().copied().unwrap_or(0),
+                count: d.envelopes.len() as u64,
+            }
+        }
+        Op::Prune { dir, upto } | Op::PruneMore { dir, upto } => {
+            let d = &mut current.dirs[dir.index()];
+            let gone: Vec<u64> = d
+                .envelopes
+                .range(..=*upto)
+                .take(PRUNE_BATCH)
+                .map(|(seq, _)| *seq)
+                .collect();
+            for seq in gone {
+                d.envelopes.remove(&seq);
+            }
+            if d.envelopes.range(..=*upto).next().is_some() {
+                Answer::More
+            } else {
+                Answer::Done
+            }
+        }
+        Op::Register { dir, sealed } => {
+            current.dirs[dir.index()].registration = Some(sealed.clone());
+            Answer::Done
+        }
+        Op::Unregister { dir } => {
+            current.dirs[dir.index()].registration = None;
+            Answer::Done
+        }
+        Op::Forget { dir, sealed } => {
+            let d = &mut current.dirs[dir.index()];
+            if d.registration.as_ref() == Some(sealed) {
+                d.registration = None;
+            }
+            Answer::Done
+        }
+        Op::Ice => Answer::Done,
+        Op::Socket | Op::Check => Answer::Opened(current.generation),
+        Op::Unping { dir } => {
+            current.dirs[dir.index()].foreground_until_ms = 0;
+            Answer::Done
+        }
+        Op::SignalOpen { side } => Answer::Frames {
+            tat_us: current
+                .buckets
+                .get(Bucket::Frames(*side).field())
+                .copied()
+                .unwrap_or(0),
+            generation: current.generation,
+        },
+        Op::SignalClose { side, tat_us } => {
+            let f = Bucket::Frames(*side).field();
+            let kept = current.buckets.get(f).copied().unwrap_or(0).max(*tat_us);
+            current.buckets.insert(f, kept);
+            Answer::Done
+        }
+        Op::Ping { dir } => {
+            current.dirs[dir.index()].foreground_until_ms = now_ms + FOREGROUND_MS;
+            Answer::Done
+        }
+    }
+}
+
+impl Mailbox {
+    /// Whether it is idle past its time at `now_ms` (it then no longer exists).
+    pub fn expired(&self, now_ms: i64) -> bool {
+        self.expires_ms <= now_ms
+    }
+}
+
+/// One request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer` on `kept`, the
+/// mailbox's state (`None` when the name has none: never claimed, erased, or expired, see
+/// [`Mailbox::expired`]). A claim of a free name makes the mailbox, spending its first
+/// read token like any other claim; an erase that is done leaves `None`. The answer, and
+/// the generation of the claim it applied to (0 when none), for the event it publishes
+/// ([`MailboxEvent::of`]).
+pub fn request(
+    kept: &mut Option<Mailbox>,
+    bearer: &str,
+    op: &Op,
+    now_ms: i64,
+    limits: Limits,
+) -> (Answer, u64) {
+    let Some(m) = kept else {
+        if *op != Op::Claim {
+            return (Answer::NotFound, 0);
+        }
+        // The claim's generation: the instant that made it.
+        let generation = now_ms.max(0) as u64;
+        let mut m = Mailbox {
+            bearer: bearer.to_owned(),
+            generation,
+            buckets: HashMap::new(),
+            dirs: Default::default(),
+            expires_ms: now_ms + limits.idle_ms,
+        };
+        let (capacity, emission) = Bucket::Reads.rate();
+        if let Ok(t) = gcra_take(0, now_ms * 1000, emission, capacity) {
+            m.buckets.insert(Bucket::Reads.field(), t);
+        }
+        *kept = Some(m);
+        return (Answer::Created, generation);
+    };
+    let generation = m.generation;
+    let answer = apply(m, bearer, op, now_ms, limits);
+    if *op == Op::Erase && answer == Answer::Done {
+        *kept = None;
+    }
+    (answer, generation)
+}
+
+/// What a mailbox's live sockets hear on its channel (the store's `event_channel`). The text is the
+/// one `mailbox.lua` publishes; this is the only place in Rust that writes or reads it.
+/// Every event names the claim's generation, so a socket opened under one claim never acts
+/// on another's events (a mailbox that expired and was claimed again), whatever pub/sub
+/// lost or delivered late.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MailboxEvent {
+    /// An envelope was stored: `seq <dir> <n> @<generation>`.
+    Stored {
+        /// Its direction.
+        dir: Dir,
+        /// Its sequence number.
+        seq: u64,
+        /// The claim's generation.
+        generation: u64,
+    },
+    /// The mailbox was erased: `erase @<generation>`.
+    Erased {
+        /// The claim's generation.
+        generation: u64,
+    },
+}
+
+impl MailboxEvent {
+    /// The event a request's answer makes, if any: a new envelope, or an erasure, of the
+    /// claim of `generation`.
+    pub fn of(op: &Op, answer: &Answer, generation: u64) -> Option<Self> {
+        match (op, answer) {
+            (Op::Put { dir, seq, .. }, Answer::Stored(_)) => Some(MailboxEvent::Stored {
+                dir: *dir,
+                seq: *seq,
+                generation,
+            }),
+            (Op::Erase, Answer::Done) => Some(MailboxEvent::Erased { generation }),
+            _ => None,
+        }
+    }
+
+    /// The claim the event belongs to.
+    pub fn generation(&self) -> u64 {
+        match self {
+            MailboxEvent::Stored { generation, .. } | MailboxEvent::Erased { generation } => {
+                *generation
+            }
+        }
+    }
+
+    /// The published text.
+    pub fn encode(&self) -> String {
+        match self {
+            MailboxEvent::Stored {
+                dir,
+                seq,
+                generation,
+            } => format!("seq {} {seq} @{generation}", dir.as_str()),
+            MailboxEvent::Erased { generation } => format!("erase @{generation}"),
+        }
+    }
+
+    /// Inverse of [`MailboxEvent::encode`]; `None` for anything else.
+    pub fn decode(message: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(message).ok()?;
+        let (body, generation) = text.rsplit_once(" @")?;
+        let generation: u64 = generation.parse().ok()?;
+        let ev = if body == "erase" {
+            MailboxEvent::Erased { generation }
+        } else {
+            let mut parts = body.strip_prefix("seq ")?.split(' ');
+            let dir = Dir::parse(parts.next()?)?;
+            let seq = parts.next()?.parse().ok()?;
+            if parts.next().is_some() {
+                return None;
+            }
+            MailboxEvent::Stored {
+                dir,
+                seq,
+                generation,
+            }
+        };
+        // Only the text `mailbox.lua` writes: no `+7` or `07`.
+        (ev.encode() == text).then_some(ev)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One name's mailbox, as a store keeps it.
+    #[derive(Default)]
+    struct One(std::cell::RefCell<Option<Mailbox>>);
+
+    impl One {
+        fn apply(&self, _n: &Name, bearer: &str, op: &Op, now_ms: i64, limits: Limits) -> Answer {
+            let mut kept = self.0.borrow_mut();
+            if kept.as_ref().is_some_and(|m| m.expired(now_ms)) {
+                *kept = None;
+            }
+            request(&mut kept, bearer, op, now_ms, limits).0
+        }
+    }
+
+    const T0: i64 = 1_790_000_000_000;
+    const LIMITS: Limits = Limits {
+        idle_ms: 60_000,
+        max_envelopes: 3,
+    };
+
+    fn put(dir: Dir, seq: u64, data: &'static [u8], notify: bool) -> Op {
+        Op::Put {
+            dir,
+            seq,
+            data: Bytes::from_static(data),
+            notify,
+        }
+    }
+
+    #[test]
+    fn claim_put_list_and_the_bearer() {
+        let m = One::default();
+        let n = Name::of("chat", "abcdefghijklmnop");
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 1, b"x", false), T0, LIMITS),
+            Answer::NotFound
+        );
+        assert_eq!(m.apply(&n, "b", &Op::Claim, T0, LIMITS), Answer::Created);
+        assert_eq!(m.apply(&n, "b", &Op::Claim, T0, LIMITS), Answer::Claimed);
+        assert_eq!(
+            m.apply(&n, "other", &Op::Claim, T0, LIMITS),
+            Answer::Forbidden
+        );
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 2, b"x", false), T0, LIMITS),
+            Answer::Stored(PushDecision::NotAsked)
+        );
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 2, b"x", true), T0, LIMITS),
+            Answer::Same
+        );
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 2, b"y", false), T0, LIMITS),
+            Answer::Conflict
+        );
+        m.apply(&n, "b", &put(Dir::P2c, 5, b"z", false), T0, LIMITS);
+        m.apply(&n, "b", &put(Dir::P2c, 9, b"w", false), T0, LIMITS);
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 10, b"v", false), T0, LIMITS),
+            Answer::Full
+        );
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::C2p, 10, b"v", false), T0, LIMITS),
+            Answer::Stored(PushDecision::NotAsked)
+        );
+        let listed = m.apply(
+            &n,
+            "b",
+            &Op::List {
+                dir: Dir::P2c,
+                after: 2,
+                limit: 1,
+            },
+            T0,
+            LIMITS,
+        );
+        assert_eq!(
+            listed,
+            Answer::Listed {
+                envelopes: vec![Envelope {
+                    seq: 5,
+                    data: Bytes::from_static(b"z")
+                }],
+                last: 9,
+                more: true
+            }
+        );
+        assert_eq!(
+            m.apply(
+                &n,
+                "b",
+                &Op::Prune {
+                    dir: Dir::P2c,
+                    upto: 5
+                },
+                T0,
+                LIMITS
+            ),
+            Answer::Done
+        );
+        assert_eq!(
+            m.apply(&n, "b", &Op::Head { dir: Dir::P2c }, T0, LIMITS),
+            Answer::Head { last: 9, count: 1 }
+        );
+        assert_eq!(m.apply(&n, "b", &Op::Erase, T0, LIMITS), Answer::Done);
+        assert_eq!(
+            m.apply(&n, "b", &Op::Head { dir: Dir::P2c }, T0, LIMITS),
+            Answer::NotFound
+        );
+    }
+
+    #[test]
+    fn pushes_follow_the_foreground_the_bucket_and_the_registration() {
+        let m = One::default();
+        let n = Name::of("chat", "abcdefghijklmnop");
+        m.apply(&n, "b", &Op::Claim, T0, LIMITS);
+        let big = Limits {
+            max_envelopes: 1000,
+            ..LIMITS
+        };
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 1, b"x", true), T0, big),
+            Answer::Stored(PushDecision::Unregistered)
+        );
+        let sealed = Bytes::from_static(b"sealed");
+        m.apply(
+            &n,
+            "b",
+            &Op::Register {
+                dir: Dir::P2c,
+                sealed: sealed.clone(),
+            },
+            T0,
+            big,
+        );
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 2, b"x", true), T0, big),
+            Answer::Stored(PushDecision::Send(sealed.clone()))
+        );
+        m.apply(&n, "b", &Op::Ping { dir: Dir::P2c }, T0, big);
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 3, b"x", true), T0 + 44_999, big),
+            Answer::Stored(PushDecision::Foreground)
+        );
+        // 20 pushes in a burst (two spent above), then the bucket is empty.
+        let t = T0 + 45_000;
+        let mut sent = 0;
+        for seq in 10..40 {
+            if let Answer::Stored(PushDecision::Send(_)) =
+                m.apply(&n, "b", &put(Dir::P2c, seq, b"x", true), t, big)
+            {
+                sent += 1;
+            }
+        }
+        assert!((18..=20).contains(&sent), "{sent}");
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 50, b"x", true), t, big),
+            Answer::Stored(PushDecision::Throttled)
+        );
+        // A dead token is forgotten only if the registration is still the one used.
+        m.apply(
+            &n,
+            "b",
+            &Op::Forget {
+                dir: Dir::P2c,
+                sealed: Bytes::from_static(b"old"),
+            },
+            t,
+            big,
+        );
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 51, b"x", true), t + 2_000, big),
+            Answer::Stored(PushDecision::Send(sealed.clone()))
+        );
+        m.apply(
+            &n,
+            "b",
+            &Op::Forget {
+                dir: Dir::P2c,
+                sealed,
+            },
+            t,
+            big,
+        );
+        assert_eq!(
+            m.apply(&n, "b", &put(Dir::P2c, 52, b"x", true), t + 4_000, big),
+            Answer::Stored(PushDecision::Unregistered)
+        );
+    }
+
+    #[test]
+    fn every_bucket_answers_429_with_the_wait() {
+        let m = One::default();
+        let n = Name::of("chat", "abcdefghijklmnop");
+        m.apply(&n, "b", &Op::Claim, T0, LIMITS);
+        for _ in 0..6 {
+            assert_eq!(m.apply(&n, "b", &Op::Ice, T0, LIMITS), Answer::Done);
+        }
+        assert_eq!(
+            m.apply(&n, "b", &Op::Ice, T0, LIMITS),
+            Answer::RateLimited(30)
+        );
+        for _ in 0..20 {
+            assert!(matches!(
+                m.apply(&n, "b", &Op::Socket, T0, LIMITS),
+                Answer::Opened(_)
+            ));
+        }
+        assert_eq!(
+            m.apply(&n, "b", &Op::Socket, T0, LIMITS),
+            Answer::RateLimited(5)
+        );
+        assert!(matches!(
+            m.apply(&n, "b", &Op::Socket, T0 + 5_000, LIMITS),
+            Answer::Opened(_)
+        ));
+    }
+
+    #[test]
+    fn mailbox_events_round_trip_their_text() {
+        for (ev, text) in [
+            (
+                MailboxEvent::Stored {
+                    dir: Dir::C2p,
+                    seq: 7,
+                    generation: 1_790_000_000_000,
+                },
+                "seq c2p 7 @1790000000000",
+            ),
+            (
+                MailboxEvent::Stored {
+                    dir: Dir::P2c,
+                    seq: u64::MAX,
+                    generation: 0,
+                },
+                "seq p2c 18446744073709551615 @0",
+            ),
+            (MailboxEvent::Erased { generation: 5 }, "erase @5"),
+        ] {
+            assert_eq!(ev.encode(), text);
+            assert_eq!(MailboxEvent::decode(text.as_bytes()), Some(ev));
+        }
+        for bad in [
+            &b"seq 7 @1"[..],
+            b"seq x2y 7 @1",
+            b"seq p2c @1",
+            b"seq p2c -1 @1",
+            b"seq p2c 7 8 @1",
+            b"seq p2c +7 @1",
+            b"seq p2c 07 @1",
+            b"seq p2c 7",
+            b"seq p2c 7 @",
+            b"seq p2c 7 @01",
+            b"seq p2c 7 @-1",
+            b"erase",
+            b"erased @1",
+            b"\xff",
+            b"",
+        ] {
+            assert_eq!(MailboxEvent::decode(bad), None, "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn no_event_text_panics_and_every_event_reads_back(
+            b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            seq in proptest::prelude::any::<u64>(),
+        ) {
+            if let Some(ev) = MailboxEvent::decode(&b) {
+                proptest::prop_assert_eq!(ev.encode().into_bytes(), b.clone());
+            }
+            let ev = MailboxEvent::Stored { dir: Dir::P2c, seq, generation: seq / 2 };
+            proptest::prop_assert_eq!(MailboxEvent::decode(ev.encode().as_bytes()), Some(ev));
+        }
+    }
+
+    #[test]
+    fn names_hide_the_id() {
+        let n = Name::of("chat", "abcdefghijklmnop");
+        assert_eq!(n.as_str().len(), 32);
+        assert!(!n.as_str().contains("abcdefghijklmnop"));
+        assert_ne!(n, Name::of("chat2", "abcdefghijklmnop"));
+        assert_ne!(n, Name::of("cha", "t/abcdefghijklmnop"));
+    }
+}
