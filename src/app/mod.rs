@@ -222,8 +222,13 @@ impl App {
             modules.push(client);
         }
         let delivery = Arc::new(
-            Delivery::new(cfg.core.clone(), store.clone(), sender, clock)
-                .with_receipts(crate::signed::receipt::state_of),
+            Delivery::new(cfg.core.clone(), store.clone(), sender, clock.clone()).with_settlement(
+                Arc::new(crate::signed::queued::QueuedTargets::new(
+                    store.clone(),
+                    clock,
+                    cfg.signed.receipt_ttl_ms,
+                )),
+            ),
         );
         let admission = Arc::new(V1::admission(&cfg.v1));
         let regions = match &cfg.region {

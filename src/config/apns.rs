@@ -83,14 +83,12 @@ pub(super) fn read(r: &mut Reader<'_>) -> (Delivery, Core) {
             })
         },
     );
-    let receipt_ttl_ms = r.int(&RELAY_RECEIPT_TTL_S) as i64 * 1000;
     let core = Core {
         environment,
         tombstone_ttl_ms,
         retry_lease_ms,
         alert_title,
         alert_body,
-        receipt_ttl_ms,
     };
     (delivery, core)
 }

@@ -138,7 +138,7 @@ impl Config {
                 _ => r.set(&vars::APNS_TOPIC),
             },
             max_ciphertext_chars: v1.max_ciphertext_chars,
-            receipt_ttl_ms: core.receipt_ttl_ms,
+            receipt_ttl_ms: r.int(&vars::RELAY_RECEIPT_TTL_S) as i64 * 1000,
             body_timeout: v1.body_timeout,
             abandon_after_ms: 2 * core.retry_lease_ms,
             lease_ms: core.retry_lease_ms,

@@ -79,7 +79,7 @@ fn the_receipt_ttl_is_strictly_longer_than_the_freshness_window() {
     assert!(e.contains("RELAY_RECEIPT_TTL_S=\"330\""), "{e}");
     assert!(e.contains("331"), "{e}");
     let c = load(&[("RELAY_RECEIPT_TTL_S", "331")]).unwrap();
-    assert!(c.core.receipt_ttl_ms > 330_000);
+    assert!(c.signed.receipt_ttl_ms > 330_000);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! [`Delivery`]: admit one alert through the store, push it, settle the outcome; and the
-//! service-neutral notification an alert becomes ([`notification`], [`apns_id`]).
+//! service-neutral notification an alert becomes ([`notification`], [`notification_id`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,13 +10,13 @@ use tracing::Instrument;
 
 use super::alert::{self, Alert};
 use super::outcome::Outcome;
+use super::settlement::{Reference, Settlement};
 
 use crate::clock::Clock;
 use crate::device::{hex, DeviceToken, Environment};
 use crate::policy::{DeadReason, Decision, Ticket, STALENESS_S};
 use crate::push::{Kind, Notification, Payload, Priority, Push, Verdict, VerdictClass};
 use crate::secret::Secret;
-use crate::signed::receipt::lifecycle::State;
 use crate::store::queue::{backoff_ms, random_u32, Pending};
 use crate::store::{Admission, Store};
 
@@ -45,9 +45,6 @@ pub struct Settings {
     pub alert_title: String,
     /// The alert stub's body.
     pub alert_body: String,
-    /// How long a signed push's receipt is kept, ms (the retry worker extends it when it
-    /// settles a queued target).
-    pub receipt_ttl_ms: i64,
 }
 
 /// What one delivery is for, beyond the alert itself.
@@ -55,8 +52,9 @@ pub struct Settings {
 pub struct Context {
     /// `apns-topic` when the sender names its own; `None`: the configured `APNS_TOPIC`.
     pub topic: Option<String>,
-    /// The signed push and target whose receipt a queued item settles.
-    pub receipt: Option<(String, String)>,
+    /// The front-end's reference to what this delivery settles, told with its ending if it
+    /// is queued ([`Settlement`]).
+    pub settles: Option<Reference>,
     /// The admission must be decided in the shared store, never in this replica's memory
     /// (signed pushes: SIGNED.md answers 503 in the degrade mode rather than send on a
     /// per-replica decision). A store failure is then [`Outcome::StoreUnavailable`].
@@ -94,11 +92,6 @@ pub(super) struct Attempt {
     pub(super) env: Environment,
 }
 
-/// What a receipt records for a target whose outcome this is: its state and the extra
-/// JSON members. The front-end that keeps receipts (signed pushes) supplies it, so the
-/// retry worker can settle a queued target without knowing the receipt's vocabulary.
-pub type ReceiptState = fn(&Outcome) -> (State, String);
-
 /// The delivery core.
 #[derive(Debug)]
 pub struct Delivery {
@@ -106,12 +99,13 @@ pub struct Delivery {
     pub(super) store: Arc<Store>,
     pub(super) sender: Sender,
     pub(super) clock: Clock,
-    pub(super) receipt_state: Option<ReceiptState>,
+    pub(super) settlement: Option<Arc<dyn Settlement>>,
 }
 
 /// A UUID derived from the alert (SHA-256 of device, collapseId and ciphertext), so every
-/// attempt of one notification, on any replica, carries the same `apns-id`.
-pub fn apns_id(alert: &Alert) -> String {
+/// attempt of one notification, on any replica, carries the same id (APNs sends it as
+/// `apns-id`).
+pub fn notification_id(alert: &Alert) -> String {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
     ctx.update(alert.device.expose().as_bytes());
     ctx.update(b"\n");
@@ -165,7 +159,7 @@ pub(super) fn from_stored_priority(code: u8) -> Priority {
 pub fn notification(alert: &Alert, title: &str, body: &str, now_ms: i64) -> Notification {
     Notification {
         to: Secret::new(alert.device.expose()),
-        id: apns_id(alert),
+        id: notification_id(alert),
         topic: None,
         kind: Kind::Alert,
         priority: priority(alert.priority),
@@ -188,13 +182,14 @@ impl Delivery {
             store,
             sender,
             clock,
-            receipt_state: None,
+            settlement: None,
         }
     }
 
-    /// With the receipt vocabulary queued targets of signed pushes settle in.
-    pub fn with_receipts(mut self, receipt_state: ReceiptState) -> Self {
-        self.receipt_state = Some(receipt_state);
+    /// Telling `settlement` how queued deliveries end (those whose context names what they
+    /// settle).
+    pub fn with_settlement(mut self, settlement: Arc<dyn Settlement>) -> Self {
+        self.settlement = Some(settlement);
         self
     }
 
@@ -353,7 +348,7 @@ impl Delivery {
             attempts: 1,
             ticket: *ticket,
             topic: ctx.topic.clone(),
-            receipt: ctx.receipt.clone(),
+            settles: ctx.settles.clone(),
         };
         let now = self.clock.now_ms();
         self.store
@@ -468,7 +463,7 @@ impl Delivery {
             return;
         }
         let dead = match attempt.verdict.reason.buries() {
-            Some(DeadReason::BadDeviceToken) if !attempt.bad_everywhere => None,
+            Some(DeadReason::Foreign) if !attempt.bad_everywhere => None,
             other => other,
         };
         if let (Some(reason), ttl) = (dead, self.settings.tombstone_ttl_ms) {
@@ -505,8 +500,8 @@ mod id_tests {
             priority: alert::Priority::Passive,
             event: true,
         };
-        let id = apns_id(&a);
-        assert_eq!(id, apns_id(&a));
+        let id = notification_id(&a);
+        assert_eq!(id, notification_id(&a));
         assert_eq!(id.len(), 36);
         assert_eq!(&id[14..15], "8");
         let parts: Vec<_> = id.split('-').map(str::len).collect();

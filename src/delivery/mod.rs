@@ -5,7 +5,9 @@
 //! auto mode when the token belongs there), rolls the forward record back if the service
 //! refuses it, queues it for retry when the failure is transient, and returns an
 //! [`Outcome`]: what happened to the notification, which each front-end answers in its own
-//! vocabulary. The retry worker ([`retry`]) settles queued forwards the same way.
+//! vocabulary. The retry worker ([`retry`]) settles queued forwards the same way, and tells
+//! the front-end that asked how each ended ([`settlement`]): the core knows no front-end's
+//! vocabulary.
 //!
 //! Round trips to the store: one on the happy path (the admission); a refusal adds the
 //! rollback (and a dead token's burial), a queued forward adds the hold and the enqueue, an
@@ -15,7 +17,9 @@ pub mod alert;
 mod handle;
 pub mod outcome;
 pub mod retry;
+pub mod settlement;
 
 pub use alert::Alert;
 pub use handle::{notification, Context, Delivery, EnvironmentMode, Sender, Settings};
 pub use outcome::Outcome;
+pub use settlement::{Ending, Reference, Settlement};

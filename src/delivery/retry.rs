@@ -17,13 +17,13 @@ use tokio::time::Instant;
 
 use super::handle::{from_stored_priority, Attempt, Delivery, Sender};
 use super::outcome::Outcome;
+use super::settlement::Ending;
 use crate::device::DeviceToken;
 use crate::metrics;
 use crate::push::{Kind, Notification, Payload, VerdictClass};
 use crate::secret::Secret;
-use crate::signed::receipt::lifecycle::{Guard, State, Update};
 use crate::store::queue::{backoff_ms, random_u32, Fenced, Pending};
-use crate::store::{Lease, StoreError};
+use crate::store::Lease;
 
 /// What one retry attempt came to, as labelled in `sealrelay_retry_attempts_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,7 +227,8 @@ impl Delivery {
                 {
                     tracing::warn!(error = %e, "could not release a delivered alert");
                 }
-                self.report(&item, &Outcome::Forwarded).await;
+                self.report(&item, Ending::Outcome(&Outcome::Forwarded))
+                    .await;
             }
             VerdictClass::Retryable => {
                 let due = now + backoff_ms(item.attempts, random_u32());
@@ -257,7 +258,8 @@ impl Delivery {
                         &attempt,
                     )
                     .await;
-                    self.report(&item, &Outcome::of(attempt.verdict)).await;
+                    self.report(&item, Ending::Outcome(&Outcome::of(attempt.verdict)))
+                        .await;
                 }
             }
         }
@@ -272,83 +274,14 @@ impl Delivery {
             tracing::warn!(device = %device.hash8(), attempts = item.attempts, "queued notification expired undelivered");
             self.rollback(device, &item.collapse_id, &item.flap_key, &item.ticket())
                 .await;
-            self.report_state(item, State::Expired, String::new()).await;
+            self.report(item, Ending::Expired).await;
         }
     }
 
-    /// Tells a signed push's receipt how its queued target settled.
-    async fn report(&self, item: &Pending, outcome: &Outcome) {
-        let Some(receipt_state) = self.receipt_state else {
-            return;
-        };
-        let (state, detail) = receipt_state(outcome);
-        self.report_state(item, state, detail).await;
-    }
-
-    /// Records a queued target's settlement in its receipt. A report the store does not take
-    /// is tried again in the background (100 ms doubling to 2 s) until the item's staleness
-    /// window has closed, so the receipt never stays `queued` for an item that left the
-    /// queue while the store was failing.
-    async fn report_state(&self, item: &Pending, state: State, detail: String) {
-        let Some((push_id, target)) = &item.receipt else {
-            return;
-        };
-        let update = Update {
-            target: target.clone(),
-            state,
-            detail,
-        };
-        if self.record(push_id, &update).await.is_ok() {
-            return;
+    /// Tells the front-end that asked for this delivery how it ended, if one did.
+    async fn report(&self, item: &Pending, ending: Ending<'_>) {
+        if let (Some(settlement), Some(reference)) = (&self.settlement, &item.settles) {
+            settlement.ended(reference, ending, item.expires_ms()).await;
         }
-        let (store, clock) = (self.store.clone(), self.clock.clone());
-        let ttl_ms = self.settings.receipt_ttl_ms;
-        let push_id = push_id.clone();
-        // At least one more try, however late.
-        let give_up = item.expires_ms().max(clock.now_ms() + 1);
-        tokio::spawn(async move {
-            let mut pause = Duration::from_millis(100);
-            loop {
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(2));
-                let now = clock.now_ms();
-                let r = store
-                    .receipts()
-                    .update(
-                        &push_id,
-                        std::slice::from_ref(&update),
-                        Guard::Always,
-                        now,
-                        ttl_ms,
-                    )
-                    .await;
-                match r {
-                    Ok(_) => return,
-                    Err(_) if now < give_up => {}
-                    Err(e) => {
-                        tracing::error!(error = %e, "could not record a queued target's settlement in its receipt before its staleness window closed");
-                        return;
-                    }
-                }
-            }
-        });
-    }
-
-    async fn record(&self, push_id: &str, update: &Update) -> Result<(), StoreError> {
-        let r = self
-            .store
-            .receipts()
-            .update(
-                push_id,
-                std::slice::from_ref(update),
-                Guard::Always,
-                self.clock.now_ms(),
-                self.settings.receipt_ttl_ms,
-            )
-            .await;
-        if let Err(e) = &r {
-            tracing::warn!(error = %e, "could not record a queued target's settlement in its receipt; retrying in the background");
-        }
-        r.map(|_| ())
     }
 }

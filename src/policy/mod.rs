@@ -134,28 +134,18 @@ pub struct DeviceState {
     pub held: HashMap<String, i64>,
 }
 
-/// Why APNs rejected a token for good; such a token is answered 410 from memory
-/// (`RELAY_TOMBSTONE_TTL_S`) instead of being sent again, because Apple treats streams of
-/// bad tokens as abuse.
+/// Why the push service refused a token for good; such a token is answered from memory
+/// (`RELAY_TOMBSTONE_TTL_S`) instead of being sent again, because services treat streams of
+/// bad tokens as abuse. The relay's own reasons: the service that buried the token says how
+/// it spells them (APNs: `push::apns::reason::spelling`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeadReason {
     /// The app was uninstalled or the token unregistered.
-    Unregistered,
+    Uninstalled,
     /// The token expired.
-    ExpiredToken,
+    Expired,
     /// Not a token of this app on any environment tried.
-    BadDeviceToken,
-}
-
-impl DeadReason {
-    /// Apple's reason string, as the 410 body repeats it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeadReason::Unregistered => "Unregistered",
-            DeadReason::ExpiredToken => "ExpiredToken",
-            DeadReason::BadDeviceToken => "BadDeviceToken",
-        }
-    }
+    Foreign,
 }
 
 /// The record of one admitted forward: what [`rollback`] needs to undo exactly it.

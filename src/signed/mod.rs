@@ -21,6 +21,7 @@ pub mod error;
 mod events;
 pub mod front;
 pub mod labels;
+pub mod queued;
 mod reads;
 pub mod receipt;
 pub mod request;

@@ -115,7 +115,10 @@ pub fn state_of(outcome: &Outcome) -> (State, String) {
                 ..Detail::default()
             },
         ),
-        Outcome::Remembered(reason) => (State::Rejected, failure(Failure::relay(reason.as_str()))),
+        Outcome::Remembered(reason) => (
+            State::Rejected,
+            failure(Failure::relay(crate::push::apns::reason::spelling(reason))),
+        ),
         Outcome::Failed(v) => {
             let (state, f) = failed(v);
             (state, failure(f))
@@ -218,9 +221,7 @@ mod tests {
             r#""failure":{"apnsStatus":429,"reason":"TooManyRequests"}"#
         );
         assert_eq!(
-            state_of(&Outcome::Remembered(
-                crate::policy::DeadReason::ExpiredToken
-            )),
+            state_of(&Outcome::Remembered(crate::policy::DeadReason::Expired)),
             (
                 State::Rejected,
                 r#""failure":{"reason":"ExpiredToken"}"#.to_owned()

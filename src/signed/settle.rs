@@ -204,7 +204,7 @@ pub(super) async fn deliver(
         let alert = push.alert(i);
         let ctx = Context {
             topic: topic.clone(),
-            receipt: Some((push.request_id().to_owned(), key.clone())),
+            settles: Some((push.request_id().to_owned(), key.clone())),
             shared: true,
             retake: taken,
         };

@@ -50,9 +50,9 @@ pub struct Pending {
     pub ticket: Ticket,
     /// `apns-topic` when the push names its own (signed pushes); `None`: `APNS_TOPIC`.
     pub topic: Option<String>,
-    /// The signed push and target (16 hex of the token's hash) whose receipt this item
-    /// settles, if any.
-    pub receipt: Option<(String, String)>,
+    /// The front-end's reference to what this item settles (signed pushes: the push and
+    /// the target's key, 16 hex of the token's hash), if any; stored as `receipt`.
+    pub settles: Option<(String, String)>,
 }
 
 /// The stored form of a retry item: these names and codes are what the queue holds, so
@@ -90,7 +90,7 @@ pub mod wire {
         /// See [`super::Pending::topic`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub topic: Option<String>,
-        /// See [`super::Pending::receipt`].
+        /// See [`super::Pending::settles`].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub receipt: Option<(String, String)>,
     }
@@ -122,7 +122,7 @@ impl Pending {
             ticket_kind,
             ticket_prev_ms,
             topic: self.topic.clone(),
-            receipt: self.receipt.clone(),
+            receipt: self.settles.clone(),
         }
     }
 
@@ -153,7 +153,7 @@ impl Pending {
                 kind,
             },
             topic: w.topic,
-            receipt: w.receipt,
+            settles: w.receipt,
         })
     }
 
@@ -324,7 +324,7 @@ pub(crate) mod tests {
                 },
             },
             topic: None,
-            receipt: None,
+            settles: None,
         }
     }
 

@@ -223,9 +223,9 @@ fn same_decisions_in_memory_and_in_redis() {
                         }
                         Op::Bury { dev } => {
                             let r = if dev % 2 == 0 {
-                                DeadReason::Unregistered
+                                DeadReason::Uninstalled
                             } else {
-                                DeadReason::ExpiredToken
+                                DeadReason::Expired
                             };
                             mem.bury(&token(*dev), r, now, 864_000_000);
                             rt.block_on(red.bury(&token(*dev), r, 864_000_000)).unwrap();
@@ -393,7 +393,7 @@ fn pending(id: u8, accepted_ms: i64) -> Pending {
             kind: crate::policy::TicketKind::Counted { cooled: false },
         },
         topic: None,
-        receipt: None,
+        settles: None,
     }
 }
 

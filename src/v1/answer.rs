@@ -148,7 +148,9 @@ impl Answer {
                 Outcome::Suppressed => json!({"v": 1, "outcome": "suppressed"}),
                 Outcome::Queued => json!({"v": 1, "outcome": "queued"}),
                 Outcome::RateLimited { .. } => error("device is rate limited"),
-                Outcome::Remembered(reason) => rejected(reason.as_str()),
+                Outcome::Remembered(reason) => {
+                    rejected(crate::push::apns::reason::spelling(*reason))
+                }
                 Outcome::Failed(v) => match Failure::of(*v) {
                     Failure::TokenRejected(reason) => rejected(reason.text()),
                     Failure::Throttled(reason) => {
@@ -262,7 +264,7 @@ mod tests {
             Answer::Delivered(Outcome::Suppressed),
             Answer::Delivered(Outcome::RateLimited { retry_after_s: 1 }),
             apns(410, "Unregistered"),
-            Answer::Delivered(Outcome::Remembered(DeadReason::Unregistered)),
+            Answer::Delivered(Outcome::Remembered(DeadReason::Uninstalled)),
             apns(429, "TooManyRequests"),
             apns(403, "InvalidProviderToken"),
             Answer::Delivered(Outcome::Failed(Verdict::UNREACHABLE)),
@@ -311,7 +313,7 @@ mod tests {
             json!({"v":1,"error":"APNs error","apnsStatus":500,"reason":""})
         );
         assert_eq!(
-            Answer::Delivered(Outcome::Remembered(DeadReason::BadDeviceToken)).body(),
+            Answer::Delivered(Outcome::Remembered(DeadReason::Foreign)).body(),
             json!({"v":1,"error":"device token rejected by APNs","reason":"BadDeviceToken"})
         );
     }

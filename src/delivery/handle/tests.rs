@@ -99,7 +99,6 @@ fn settings(lease_ms: i64) -> Settings {
         retry_lease_ms: lease_ms,
         alert_title: "t".into(),
         alert_body: "b".into(),
-        receipt_ttl_ms: 604_800_000,
     }
 }
 

@@ -181,9 +181,9 @@ impl RedisStore {
         ttl_ms: i64,
     ) -> Result<(), StoreError> {
         let code = match reason {
-            DeadReason::Unregistered => "u",
-            DeadReason::ExpiredToken => "e",
-            DeadReason::BadDeviceToken => "b",
+            DeadReason::Uninstalled => "u",
+            DeadReason::Expired => "e",
+            DeadReason::Foreign => "b",
         };
         let _: () = self
             .pool
@@ -268,9 +268,9 @@ fn parse_admission(reply: &[Value]) -> Option<Admission> {
             retry_after_s: int(reply.get(2)?)?.max(1) as u64,
         },
         4 => Decision::Dead(match text(reply.get(2)?)?.as_str() {
-            "u" => DeadReason::Unregistered,
-            "e" => DeadReason::ExpiredToken,
-            _ => DeadReason::BadDeviceToken,
+            "u" => DeadReason::Uninstalled,
+            "e" => DeadReason::Expired,
+            _ => DeadReason::Foreign,
         }),
         _ => return None,
     };
