@@ -8,10 +8,11 @@
 //! backend right after its lock, the Redis one from `mailbox.lua`, in the same bytes.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use super::common::{DecodeKind, Link, StoreError, StoreOp};
-use super::fanout::{Channel, Fanout};
+use super::common::{DecodeKind, StoreError, StoreOp};
+use super::concern::{Concern, InProcess};
+use super::fanout::Channel;
 use crate::mailbox::state::{self, Answer, Limits, Mailbox, MailboxEvent, Name, Op};
 
 /// Mailboxes in process memory.
@@ -97,21 +98,7 @@ pub trait MailboxBackend: Send + Sync + std::fmt::Debug {
 }
 
 /// Mailboxes in process, publishing their events on the in-process fan-out.
-#[derive(Debug)]
-pub struct InProcessMailboxes {
-    mailboxes: MemoryMailboxes,
-    fanout: Fanout,
-}
-
-impl InProcessMailboxes {
-    /// Mailboxes whose events go to `fanout`.
-    pub fn new(fanout: Fanout) -> Self {
-        Self {
-            mailboxes: MemoryMailboxes::default(),
-            fanout,
-        }
-    }
-}
+pub type InProcessMailboxes = InProcess<MemoryMailboxes>;
 
 #[async_trait::async_trait]
 impl MailboxBackend for InProcessMailboxes {
@@ -123,7 +110,7 @@ impl MailboxBackend for InProcessMailboxes {
         now_ms: i64,
         limits: Limits,
     ) -> Result<Answer, StoreError> {
-        let (answer, generation) = self.mailboxes.apply_in(name, bearer, op, now_ms, limits);
+        let (answer, generation) = self.memory.apply_in(name, bearer, op, now_ms, limits);
         if let Some(ev) = MailboxEvent::of(op, &answer, generation) {
             let _ = self
                 .fanout
@@ -134,7 +121,7 @@ impl MailboxBackend for InProcessMailboxes {
     }
 
     fn sweep(&self, now_ms: i64) {
-        self.mailboxes.sweep(now_ms);
+        self.memory.sweep(now_ms);
     }
 }
 
@@ -142,36 +129,17 @@ impl MailboxBackend for InProcessMailboxes {
 /// store (every limit is cluster-wide and any replica serves any request), so while
 /// degraded they fail and the front-end answers 503. Without Redis (one replica) they live
 /// in process.
-#[derive(Debug)]
-pub struct MailboxStore {
-    backend: Box<dyn MailboxBackend>,
-    /// The link to Redis, `None` in process.
-    link: Option<Arc<Link>>,
-    prefix: String,
-}
+pub type MailboxStore = Concern<dyn MailboxBackend>;
 
 impl MailboxStore {
-    /// Mailboxes on `backend`; `link` and `prefix` when it is Redis.
-    pub(crate) fn new(
-        backend: Box<dyn MailboxBackend>,
-        link: Option<Arc<Link>>,
-        prefix: &str,
-    ) -> Self {
-        Self {
-            backend,
-            link,
-            prefix: prefix.to_owned(),
-        }
-    }
-
     /// The channel a mailbox's live sockets listen on: its [`MailboxEvent`]s.
     pub fn channel(&self, name: &Name) -> Channel {
-        event_channel(&self.prefix, name)
+        event_channel(self.prefix(), name)
     }
 
     /// The channel of a mailbox's signal rendezvous (presence, replacement, frames).
     pub fn signal_channel(&self, name: &Name) -> Channel {
-        signal_channel(&self.prefix, name)
+        signal_channel(self.prefix(), name)
     }
 
     /// One mailbox request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer`. One
@@ -185,13 +153,15 @@ impl MailboxStore {
         now_ms: i64,
         limits: Limits,
     ) -> Result<Answer, StoreError> {
-        let f = self.backend.apply(name, bearer, op, now_ms, limits);
-        Link::shared(self.link.as_deref(), StoreOp::Mailbox, f).await
+        self.call(StoreOp::Mailbox, |b| {
+            b.apply(name, bearer, op, now_ms, limits)
+        })
+        .await
     }
 
     /// Forgets in-process mailboxes idle past their time (called periodically).
     pub fn sweep(&self, now_ms: i64) {
-        self.backend.sweep(now_ms);
+        self.backend().sweep(now_ms);
     }
 }
 

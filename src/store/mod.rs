@@ -29,6 +29,7 @@
 //! events (a refusal, a queued forward, a fallback, a busy client).
 
 pub mod common;
+pub mod concern;
 pub mod fanout;
 pub mod mailbox;
 pub mod memory;

@@ -10,10 +10,11 @@
 //! one from `receipt_update.lua`, so a subscriber sees the same messages on either.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use super::common::{Link, StoreError, StoreOp};
-use super::fanout::{Channel, Fanout};
+use super::common::{StoreError, StoreOp};
+use super::concern::{Concern, InProcess};
+use super::fanout::Channel;
 use crate::signed::receipt::lifecycle::{
     self, events_message, Begun, Claim, Guard, Lease, NewReceipt, Receipt, Update, Updated,
 };
@@ -129,21 +130,7 @@ pub trait ReceiptBackend: Send + Sync + std::fmt::Debug {
 }
 
 /// Receipts in process, publishing their events on the in-process fan-out.
-#[derive(Debug)]
-pub struct InProcessReceipts {
-    receipts: MemoryReceipts,
-    fanout: Fanout,
-}
-
-impl InProcessReceipts {
-    /// Receipts whose events go to `fanout`.
-    pub fn new(fanout: Fanout) -> Self {
-        Self {
-            receipts: MemoryReceipts::default(),
-            fanout,
-        }
-    }
-}
+pub type InProcessReceipts = InProcess<MemoryReceipts>;
 
 #[async_trait::async_trait]
 impl ReceiptBackend for InProcessReceipts {
@@ -153,7 +140,7 @@ impl ReceiptBackend for InProcessReceipts {
         claim: &Claim<'_>,
         now_ms: i64,
     ) -> Result<Begun, StoreError> {
-        Ok(self.receipts.begin(new, claim, now_ms))
+        Ok(self.memory.begin(new, claim, now_ms))
     }
 
     async fn update(
@@ -164,9 +151,7 @@ impl ReceiptBackend for InProcessReceipts {
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<Updated, StoreError> {
-        let (updated, new) = self
-            .receipts
-            .update(push_id, updates, guard, now_ms, ttl_ms);
+        let (updated, new) = self.memory.update(push_id, updates, guard, now_ms, ttl_ms);
         if !new.is_empty() {
             self.fanout
                 .publish(
@@ -180,11 +165,11 @@ impl ReceiptBackend for InProcessReceipts {
     }
 
     async fn get(&self, push_id: &str, now_ms: i64) -> Result<Option<Receipt>, StoreError> {
-        Ok(self.receipts.get(push_id, now_ms))
+        Ok(self.memory.get(push_id, now_ms))
     }
 
     fn sweep(&self, now_ms: i64) {
-        self.receipts.sweep(now_ms);
+        self.memory.sweep(now_ms);
     }
 }
 
@@ -192,47 +177,28 @@ impl ReceiptBackend for InProcessReceipts {
 /// replay must never send twice), so they never fall back to a replica's memory: while
 /// degraded they fail, and the API answers 503. Without Redis (one replica) they live in
 /// process.
-#[derive(Debug)]
-pub struct ReceiptStore {
-    backend: Box<dyn ReceiptBackend>,
-    /// The link to Redis, `None` in process.
-    link: Option<Arc<Link>>,
-    prefix: String,
-}
+pub type ReceiptStore = Concern<dyn ReceiptBackend>;
 
 impl ReceiptStore {
-    /// Receipts on `backend`; `link` and `prefix` when it is Redis.
-    pub(crate) fn new(
-        backend: Box<dyn ReceiptBackend>,
-        link: Option<Arc<Link>>,
-        prefix: &str,
-    ) -> Self {
-        Self {
-            backend,
-            link,
-            prefix: prefix.to_owned(),
-        }
-    }
-
     /// The channel a push's receipt events are published on.
     pub fn events_channel(&self, push_id: &str) -> Channel {
-        events_channel(&self.prefix, push_id)
+        events_channel(self.prefix(), push_id)
     }
 
     /// Creates a push's receipt with `claim` holding its lease, or finds the one its id
-    /// has (see [`MemoryReceipts::begin`]).
+    /// has (see [`lifecycle::begin`]).
     pub async fn begin(
         &self,
         new: &NewReceipt<'_>,
         claim: &Claim<'_>,
         now_ms: i64,
     ) -> Result<Begun, StoreError> {
-        let f = self.backend.begin(new, claim, now_ms);
-        Link::shared(self.link.as_deref(), StoreOp::ReceiptBegin, f).await
+        self.call(StoreOp::ReceiptBegin, |b| b.begin(new, claim, now_ms))
+            .await
     }
 
-    /// Applies target changes under `guard` (see [`lifecycle::apply`]) and publishes the new events
-    /// to every replica.
+    /// Applies target changes under `guard` (see [`lifecycle::apply`]) and publishes the
+    /// new events to every replica.
     pub async fn update(
         &self,
         push_id: &str,
@@ -241,19 +207,21 @@ impl ReceiptStore {
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<Updated, StoreError> {
-        let f = self.backend.update(push_id, updates, guard, now_ms, ttl_ms);
-        Link::shared(self.link.as_deref(), StoreOp::ReceiptUpdate, f).await
+        self.call(StoreOp::ReceiptUpdate, |b| {
+            b.update(push_id, updates, guard, now_ms, ttl_ms)
+        })
+        .await
     }
 
     /// A push's receipt, while kept.
     pub async fn get(&self, push_id: &str, now_ms: i64) -> Result<Option<Receipt>, StoreError> {
-        let f = self.backend.get(push_id, now_ms);
-        Link::shared(self.link.as_deref(), StoreOp::ReceiptGet, f).await
+        self.call(StoreOp::ReceiptGet, |b| b.get(push_id, now_ms))
+            .await
     }
 
     /// Forgets in-process receipts past their TTL (called periodically).
     pub fn sweep(&self, now_ms: i64) {
-        self.backend.sweep(now_ms);
+        self.backend().sweep(now_ms);
     }
 }
 

@@ -9,10 +9,11 @@
 //! `signer_enroll.lua` and `signer_revoke.lua`.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use super::common::{Link, StoreError, StoreOp};
-use super::fanout::{Channel, Fanout};
+use super::common::{StoreError, StoreOp};
+use super::concern::{Concern, InProcess};
+use super::fanout::Channel;
 
 use serde::{Deserialize, Serialize};
 
@@ -160,26 +161,12 @@ pub trait SignerBackend: Send + Sync + std::fmt::Debug {
 }
 
 /// Signers in process, publishing their changes on the in-process fan-out.
-#[derive(Debug)]
-pub struct InProcessSigners {
-    signers: MemorySigners,
-    fanout: Fanout,
-}
-
-impl InProcessSigners {
-    /// Signers whose changes go to `fanout`.
-    pub fn new(fanout: Fanout) -> Self {
-        Self {
-            signers: MemorySigners::default(),
-            fanout,
-        }
-    }
-}
+pub type InProcessSigners = InProcess<MemorySigners>;
 
 #[async_trait::async_trait]
 impl SignerBackend for InProcessSigners {
     async fn get(&self, key_id: &str) -> Result<Option<Signer>, StoreError> {
-        Ok(self.signers.get(key_id))
+        Ok(self.memory.get(key_id))
     }
 
     async fn enroll(
@@ -189,7 +176,7 @@ impl SignerBackend for InProcessSigners {
         topics: &[String],
         now_ms: i64,
     ) -> Result<(Signer, Enrolled), StoreError> {
-        let r = self.signers.enroll(key_id, public_key, topics, now_ms);
+        let r = self.memory.enroll(key_id, public_key, topics, now_ms);
         self.fanout
             .publish(&signers_channel(""), key_id.as_bytes(), now_ms)
             .await?;
@@ -197,7 +184,7 @@ impl SignerBackend for InProcessSigners {
     }
 
     async fn revoke(&self, key_id: &str, now_ms: i64) -> Result<Option<Signer>, StoreError> {
-        let r = self.signers.revoke(key_id, now_ms);
+        let r = self.memory.revoke(key_id, now_ms);
         if r.is_some() {
             self.fanout
                 .publish(&signers_channel(""), key_id.as_bytes(), now_ms)
@@ -207,44 +194,24 @@ impl SignerBackend for InProcessSigners {
     }
 
     async fn list(&self) -> Result<Vec<Signer>, StoreError> {
-        Ok(self.signers.list())
+        Ok(self.memory.list())
     }
 }
 
 /// The signed-push API's signers. Like receipts they need the shared store (a revocation
 /// must hold everywhere), so they never fall back to a replica's memory: while degraded
 /// they fail, and the API answers 503. Without Redis (one replica) they live in process.
-#[derive(Debug)]
-pub struct SignerStore {
-    backend: Box<dyn SignerBackend>,
-    /// The link to Redis, `None` in process.
-    link: Option<Arc<Link>>,
-    prefix: String,
-}
+pub type SignerStore = Concern<dyn SignerBackend>;
 
 impl SignerStore {
-    /// Signers on `backend`; `link` and `prefix` when it is Redis.
-    pub(crate) fn new(
-        backend: Box<dyn SignerBackend>,
-        link: Option<Arc<Link>>,
-        prefix: &str,
-    ) -> Self {
-        Self {
-            backend,
-            link,
-            prefix: prefix.to_owned(),
-        }
-    }
-
     /// The channel signer changes are published on.
     pub fn channel(&self) -> Channel {
-        signers_channel(&self.prefix)
+        signers_channel(self.prefix())
     }
 
     /// One signer.
     pub async fn get(&self, key_id: &str) -> Result<Option<Signer>, StoreError> {
-        let f = self.backend.get(key_id);
-        Link::shared(self.link.as_deref(), StoreOp::SignerGet, f).await
+        self.call(StoreOp::SignerGet, |b| b.get(key_id)).await
     }
 
     /// Enrols or updates a signer, and tells every replica.
@@ -255,20 +222,21 @@ impl SignerStore {
         topics: &[String],
         now_ms: i64,
     ) -> Result<(Signer, Enrolled), StoreError> {
-        let f = self.backend.enroll(key_id, public_key, topics, now_ms);
-        Link::shared(self.link.as_deref(), StoreOp::SignerEnroll, f).await
+        self.call(StoreOp::SignerEnroll, |b| {
+            b.enroll(key_id, public_key, topics, now_ms)
+        })
+        .await
     }
 
     /// Revokes a signer, and tells every replica; `None` for an unknown key id.
     pub async fn revoke(&self, key_id: &str, now_ms: i64) -> Result<Option<Signer>, StoreError> {
-        let f = self.backend.revoke(key_id, now_ms);
-        Link::shared(self.link.as_deref(), StoreOp::SignerRevoke, f).await
+        self.call(StoreOp::SignerRevoke, |b| b.revoke(key_id, now_ms))
+            .await
     }
 
     /// Every signer.
     pub async fn list(&self) -> Result<Vec<Signer>, StoreError> {
-        let f = self.backend.list();
-        Link::shared(self.link.as_deref(), StoreOp::SignerList, f).await
+        self.call(StoreOp::SignerList, |b| b.list()).await
     }
 }
 
