@@ -321,7 +321,7 @@ table = []
 table.append("| Figure | Value |")
 table.append("| --- | --- |")
 table.append(f"| A: HTTP intake alone (bench-intake, parse + 202), req/s | {f0(A)}{spread('part-intake', 'rps')} |")
-table.append(f"| B: Redis alone, EVALSHA admit.lua, calls/s | {f0(B)}{spread('part-redis', 'rps')} |")
+table.append(f"| B: Redis alone, EVALSHA policy_admit.lua, calls/s | {f0(B)}{spread('part-redis', 'rps')} |")
 table.append(f"| C: mock APNs alone, HTTP/2 requests/s (relay-bench as the relay's client) | {f0(C)}{spread('part-apns', 'rps')} |")
 table.append(f"| Combined limit 1/(1/A+1/B+1/C), req/s | {f0(L)} |")
 table.append(f"| sealrelay, embedded store, forwarded/s | {f0(T_mem)}{spread('relay-memory', 'forwarded_per_s')} |")
@@ -562,7 +562,7 @@ one go, with the load generator on the same cores as everything it measures.
 Definitions. A, B and C are each measured alone with the same generator and concurrency
 ({f0(get('part-intake', 'connections'))} connections / in-flight requests): A drives `bench-intake` (hyper HTTP/1.1,
 `sealrelay::v1::envelope::parse`, 202) with the same envelopes as the relay runs; B is
-`relay-bench redis`, EVALSHA of `src/store/redis/admit.lua` (with `gcra.lua` in front, as the relay loads it) with the relay's key layout and
+`relay-bench redis`, EVALSHA of `src/store/redis/policy_admit.lua` (with `gcra.lua` in front, as the relay loads it) with the relay's key layout and
 arguments for a fresh device per call (every call a forward), over 4 pipelined connections
 like the relay's pool; C is `relay-bench apns`, a hyper-util HTTP/2 client configured like
 `src/push/apns/client.rs` sending the relay's headers and payload to the fast mock APNs (TLS,

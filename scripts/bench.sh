@@ -245,7 +245,7 @@ warm --url "http://127.0.0.1:$intake_port/" --connections "$CONNS"
   --label "part-intake@$round" --out "$results" >/dev/null
 stop "$intake_pid"
 
-log "part B: Redis running admit.lua via EVALSHA"
+log "part B: Redis running policy_admit.lua via EVALSHA"
 flush
 "$RB" redis --redis-url "$REDIS" --concurrency "$CONNS" --duration "$DURATION" \
   --max-requests "$MAXREQ" --label "part-redis@$round" --out "$results" >/dev/null

@@ -11,7 +11,7 @@
 //! a client that has used no more than a quarter of it costs no Redis call, so a daemon's
 //! ordinary bursts (100 devices of a 600 bucket) keep the one-round-trip happy path. Once a
 //! client has used more than a quarter of a replica's bucket, each further request also
-//! takes a token from the client's bucket in Redis (`client.lua`), shared by every replica:
+//! takes a token from the client's bucket in Redis (`admission_client.lua`), shared by every replica:
 //! a heavy client is limited cluster-wide to at most a quarter of the bucket per replica plus
 //! one shared bucket, instead of a whole bucket per replica.
 

@@ -2,7 +2,7 @@
 //!
 //! This module is the readable specification of what the relay decides for one envelope.
 //! Both stores run exactly this logic: the in-memory store calls these functions under a
-//! lock, and the Redis store's Lua script (`store/admit.lua`) mirrors them line for line,
+//! lock, and the Redis store's Lua script (`store/policy_admit.lua`) mirrors them line for line,
 //! which a differential property test checks.
 //!
 //! Decisions are taken in a fixed order, per device:

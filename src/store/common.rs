@@ -53,7 +53,7 @@ pub struct Admission {
 /// [`StoreOp::ALL`] at zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum StoreOp {
-    /// A policy admission (`admit.lua`).
+    /// A policy admission (`policy_admit.lua`).
     Admit,
     /// The rollback of a refused forward.
     Rollback,

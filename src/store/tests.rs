@@ -2,9 +2,9 @@
 //! cluster behaviour), from the test kit:
 //!
 //! - differential property tests binding each Lua script to its Rust mirror: the device
-//!   policy (`admit.lua` & co. against [`crate::policy`] through the in-process store) with
+//!   policy (`policy_admit.lua` & co. against [`crate::policy`] through the in-process store) with
 //!   random policies, horizon-crossing time steps and pruning on both sides; the shared
-//!   client bucket (`client.lua`) against [`crate::policy::gcra_take`]; the queue scripts
+//!   client bucket (`admission_client.lua`) against [`crate::policy::gcra_take`]; the queue scripts
 //!   against the in-process queue. Failing cases persist in `proptest-regressions/`;
 //! - one round trip per admission, a TTL on every key, no token in any key, the memory a
 //!   device costs, the behaviour while Redis is away;
@@ -285,7 +285,7 @@ fn id(n: u32) -> String {
     format!("{n:032x}")
 }
 
-/// `client.lua` takes exactly the tokens `gcra_take` does, for random buckets and steps.
+/// `admission_client.lua` takes exactly the tokens `gcra_take` does, for random buckets and steps.
 #[test]
 fn the_shared_client_bucket_is_the_rust_gcra() {
     let server = RedisServer::start();

@@ -1,6 +1,6 @@
 //! The Redis store: state shared by every replica.
 //!
-//! - [`policy`]: per-device policy state, one Lua script per admission (`admit.lua`, a mirror
+//! - [`policy`]: per-device policy state, one Lua script per admission (`policy_admit.lua`, a mirror
 //!   of [`crate::policy::admit`]): one round trip per request on the happy path;
 //! - [`queue`]: the shared retry queue, sharded over hash tags, fenced and sealed;
 //! - [`fanout`]: publish/subscribe between replicas (sharded pub/sub on the key's hash tag).

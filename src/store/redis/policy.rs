@@ -1,4 +1,4 @@
-//! Per-device policy state in Redis: the admission (`admit.lua`), the rollback of a refused
+//! Per-device policy state in Redis: the admission (`policy_admit.lua`), the rollback of a refused
 //! forward, the remembered APNs environment, holds of queued alerts, dead tokens, and the
 //! shared bucket of a busy client address.
 //!
@@ -17,7 +17,7 @@ use crate::store::common::{Admission, StoreError};
 /// The admission script exactly as the relay loads it (the benchmark measures Redis's
 /// ceiling with it).
 pub fn admit_lua() -> String {
-    format!("{}{}", GCRA_LUA, include_str!("admit.lua"))
+    format!("{}{}", GCRA_LUA, include_str!("policy_admit.lua"))
 }
 
 /// The scripts this module runs (their hashes computed once per process).
@@ -30,11 +30,11 @@ struct Scripts {
 }
 
 static SCRIPTS: std::sync::LazyLock<Scripts> = std::sync::LazyLock::new(|| Scripts {
-    admit: with_gcra(include_str!("admit.lua")),
-    rollback: Script::from_lua(include_str!("rollback.lua")),
-    remember_env: Script::from_lua(include_str!("remember_env.lua")),
-    hold: Script::from_lua(include_str!("hold.lua")),
-    client: with_gcra(include_str!("client.lua")),
+    admit: with_gcra(include_str!("policy_admit.lua")),
+    rollback: Script::from_lua(include_str!("policy_rollback.lua")),
+    remember_env: Script::from_lua(include_str!("policy_remember_env.lua")),
+    hold: Script::from_lua(include_str!("policy_hold.lua")),
+    client: with_gcra(include_str!("admission_client.lua")),
 });
 
 impl RedisStore {
@@ -94,7 +94,7 @@ impl RedisStore {
             .await
             .map_err(err)?;
         parse_admission(&reply)
-            .ok_or_else(|| StoreError::Redis("unexpected reply from admit.lua".into()))
+            .ok_or_else(|| StoreError::Redis("unexpected reply from policy_admit.lua".into()))
     }
 
     /// See [`crate::store::policy::PolicyStore::rollback`].

@@ -1,6 +1,6 @@
 //! The store part of a signed push alone (`relay-bench signed-redis`): the relay's own
 //! `Store` on Redis, driven through the three calls `POST /v2/pushes` makes for a one-target
-//! push (`receipt_begin.lua`, `admit.lua`, `receipt_update.lua`), with no HTTP, no signature
+//! push (`receipt_begin.lua`, `policy_admit.lua`, `receipt_update.lua`), with no HTTP, no signature
 //! and no APNs (`sealrelay::parts::SignedStorePart`).
 //!
 //! The pushes are the ones `relay-bench signed` posts (the same generator, fresh request ids

@@ -1,6 +1,6 @@
--- remember_env.lua: remember the APNs environment a device worked on.
+-- policy_remember_env.lua: remember the APNs environment a device worked on.
 --
--- KEYS[1]  the device's hash (layout in admit.lua)
+-- KEYS[1]  the device's hash (layout in policy_admit.lua)
 -- ARGV     1 now_ms  2 environment ("p" or "s")  3 horizon_ms  4 ttl_ms
 
 local key = KEYS[1]

@@ -1,7 +1,7 @@
--- hold.lua: hold an alert while its forward waits in the retry queue (duplicates keep
+-- policy_hold.lua: hold an alert while its forward waits in the retry queue (duplicates keep
 -- coalescing), or release it. Mirrors crate::policy::{hold, release}.
 --
--- KEYS[1]  the device's hash (layout in admit.lua)
+-- KEYS[1]  the device's hash (layout in policy_admit.lua)
 -- ARGV     1 now_ms  2 collapseId  3 until_ms (0: release)  4 horizon_ms  5 ttl_ms
 
 local key = KEYS[1]

@@ -1,5 +1,5 @@
--- admit.lua (gcra.lua is prepended): the whole admission of one envelope, atomically. A
--- line-for-line mirror of crate::policy::admit (src/policy.rs is the readable specification; a differential
+-- policy_admit.lua (gcra.lua is prepended): the whole admission of one envelope, atomically. A
+-- line-for-line mirror of crate::policy::admit (src/policy/mod.rs is the readable specification; a differential
 -- property test checks the two agree).
 --
 -- KEYS[1]  the device's hash: <prefix>{<first 32 hex of SHA-256(device token)>}

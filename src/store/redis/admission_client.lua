@@ -1,6 +1,6 @@
--- client.lua (gcra.lua is prepended): one token from a client address's bucket shared by
+-- admission_client.lua (gcra.lua is prepended): one token from a client address's bucket shared by
 -- every replica (GCRA, as the device bucket). Asked only for clients that spent more than a
--- quarter of a replica's own bucket (see src/v1/clients.rs).
+-- quarter of a replica's own bucket (see src/admission/clients.rs).
 --
 -- KEYS[1]  <prefix>{c:<first 32 hex of SHA-256 of the address block>}: theoretical arrival
 --          time, us

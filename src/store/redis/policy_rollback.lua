@@ -1,8 +1,8 @@
--- rollback.lua: undo exactly one admitted forward that APNs refused (at once, or finally
+-- policy_rollback.lua: undo exactly one admitted forward that APNs refused (at once, or finally
 -- from the retry queue). Mirrors crate::policy::rollback. The bucket token is not refunded;
 -- any hold on the alert ends.
 --
--- KEYS[1]  the device's hash (layout in admit.lua)
+-- KEYS[1]  the device's hash (layout in policy_admit.lua)
 -- ARGV     1 now_ms  2 collapseId  3 flap key  4 at_ms (the forward's instant)
 --          5 kind (0 counted, 1 counted and cooled, 2 reminder)  6 prev_reminder_ms
 --          7 horizon_ms  8 ttl_ms
