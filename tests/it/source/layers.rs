@@ -398,10 +398,8 @@ fn sources() -> Vec<Source> {
             "lib.rs" | "main.rs" if path.is_empty() => continue,
             f => path.push(f.trim_end_matches(".rs").to_owned()),
         }
-        if path
-            .last()
-            .is_some_and(|m| m == "tests" || m.ends_with("_tests"))
-        {
+        // Test code, whether one file or a folder of them.
+        if path.iter().any(|m| m == "tests" || m.ends_with("_tests")) {
             continue;
         }
         let text = std::fs::read_to_string(&f).unwrap();
