@@ -15,6 +15,7 @@ mod frames;
 pub mod home;
 pub mod listener;
 mod peers;
+mod socket;
 mod wire;
 
 pub use peers::{HopFailure, Peer, Regions, Relay, Route, Settings};

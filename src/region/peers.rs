@@ -18,7 +18,7 @@ use super::{auth, home};
 use crate::secret::SecretBytes;
 
 /// Failed probes in a row after which a peer is down.
-const DOWN_AFTER: u32 = 3;
+pub(super) const DOWN_AFTER: u32 = 3;
 
 /// The surfaces a hop serves (a metric label).
 pub const SURFACES: [&str; 4] = ["v1", "mailbox", "signed", "admin"];
@@ -62,13 +62,13 @@ pub struct Settings {
 pub struct PeerState {
     /// Its name.
     pub name: String,
-    url: Uri,
-    up: AtomicBool,
-    failed_probes: AtomicU32,
+    pub(super) url: Uri,
+    pub(super) up: AtomicBool,
+    pub(super) failed_probes: AtomicU32,
 }
 
 impl PeerState {
-    fn set_up(&self, up: bool) {
+    pub(super) fn set_up(&self, up: bool) {
         let was = self.up.swap(up, Ordering::SeqCst);
         if was != up {
             if up {
@@ -119,7 +119,7 @@ pub struct Held {
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    client: IpAddr,
+    pub(super) client: IpAddr,
 }
 
 impl Held {
@@ -166,16 +166,16 @@ type HopClient = Client<
 
 /// This region and its peers.
 pub struct Regions {
-    name: String,
-    names: Vec<String>,
-    digest: String,
-    keys: auth::Keys,
-    peers: Vec<PeerState>,
-    timeout: Duration,
-    probe: Duration,
+    pub(super) name: String,
+    pub(super) names: Vec<String>,
+    pub(super) digest: String,
+    pub(super) keys: auth::Keys,
+    pub(super) peers: Vec<PeerState>,
+    pub(super) timeout: Duration,
+    pub(super) probe: Duration,
     client: HopClient,
     /// HTTP/1.1, for the home's end of a proxied WebSocket (an upgrade takes a connection).
-    upgrade_client: UpgradeClient,
+    pub(super) upgrade_client: UpgradeClient,
 }
 
 impl std::fmt::Debug for Regions {
@@ -197,7 +197,7 @@ const FORWARDED: [HeaderName; 5] = [
 ];
 
 /// Hop-by-hop headers of an answer, not relayed.
-const HOP_BY_HOP: [&str; 6] = [
+pub(super) const HOP_BY_HOP: [&str; 6] = [
     "connection",
     "keep-alive",
     "transfer-encoding",
@@ -440,114 +440,6 @@ impl Regions {
         }
     }
 
-    /// A WebSocket upgrade homed in `peer`: the home's upgrade first, over its own HTTP/1.1
-    /// connection to the peer's region listener (authenticated like any hop); only once the
-    /// home has accepted (101) is the client's accepted, with the subprotocol the home chose,
-    /// and frames are copied both ways, close codes included. Any other answer of the home
-    /// comes back as it is; a home that cannot be reached is `None` (the surface answers 503).
-    pub async fn proxy_socket(
-        &self,
-        peer: &PeerState,
-        surface: &'static str,
-        req: axum::extract::Request,
-    ) -> Option<Response<Body>> {
-        use axum::extract::FromRequestParts;
-        let started = Instant::now();
-        let client = peer_address(req.extensions());
-        let (mut parts, _) = req.into_parts();
-        let Ok(upgrade) =
-            axum::extract::ws::WebSocketUpgrade::from_request_parts(&mut parts, &()).await
-        else {
-            // Not a valid upgrade: the home would refuse it as this replica would.
-            return None;
-        };
-        let pq = parts
-            .uri
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_owned();
-        let mut key = [0u8; 16];
-        let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut key);
-        let mut up = Request::get(format!(
-            "{}://{}{pq}",
-            peer.url.scheme_str().unwrap_or("http"),
-            peer.url.authority().map_or("", |a| a.as_str())
-        ))
-        .header(header::CONNECTION, "upgrade")
-        .header(header::UPGRADE, "websocket")
-        .header(header::SEC_WEBSOCKET_VERSION, "13")
-        .header(
-            header::SEC_WEBSOCKET_KEY,
-            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, key),
-        );
-        for name in [header::AUTHORIZATION, header::SEC_WEBSOCKET_PROTOCOL] {
-            for v in parts.headers.get_all(&name) {
-                up = up.header(&name, v);
-            }
-        }
-        let up = up
-            .header(HOP, &self.name)
-            .header(CLIENT, client.to_string())
-            .header(SET, &self.digest)
-            .header(AUTH, self.keys.sign(wall_ms(), "GET", &pq, b""))
-            .body(Full::new(Bytes::new()))
-            .ok()?;
-        let answered = tokio::time::timeout(self.timeout, self.upgrade_client.request(up)).await;
-        let resp = match answered {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
-                if e.is_connect() {
-                    peer.failed_probes.store(DOWN_AFTER, Ordering::SeqCst);
-                    peer.set_up(false);
-                }
-                crate::metrics::region_hop(&peer.name, surface, "failed", started.elapsed());
-                return None;
-            }
-            Err(_) => {
-                crate::metrics::region_hop(&peer.name, surface, "failed", started.elapsed());
-                return None;
-            }
-        };
-        if resp.status() != axum::http::StatusCode::SWITCHING_PROTOCOLS {
-            if resp.status() == axum::http::StatusCode::SERVICE_UNAVAILABLE {
-                crate::metrics::region_hop(&peer.name, surface, "failed", started.elapsed());
-                return None;
-            }
-            crate::metrics::region_hop(&peer.name, surface, "answered", started.elapsed());
-            let (mut parts, incoming) = resp.into_parts();
-            let bytes = http_body_util::BodyExt::collect(incoming)
-                .await
-                .map(|c| c.to_bytes())
-                .unwrap_or_default();
-            for h in HOP_BY_HOP {
-                parts.headers.remove(h);
-            }
-            parts.headers.remove(wire::REFUSAL_HEADER);
-            return Some(Response::from_parts(parts, Body::from(bytes)));
-        }
-        crate::metrics::region_hop(&peer.name, surface, "answered", started.elapsed());
-        let protocol = resp
-            .headers()
-            .get(header::SEC_WEBSOCKET_PROTOCOL)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let upgraded = match hyper::upgrade::on(resp).await {
-            Ok(u) => u,
-            Err(_) => return None,
-        };
-        let home = tokio_tungstenite::WebSocketStream::from_raw_socket(
-            hyper_util::rt::TokioIo::new(upgraded),
-            tokio_tungstenite::tungstenite::protocol::Role::Client,
-            None,
-        )
-        .await;
-        let upgrade = match protocol {
-            Some(p) => upgrade.protocols([p]),
-            None => upgrade,
-        };
-        Some(upgrade.on_upgrade(move |client| super::frames::join(client, home)))
-    }
-
     /// `GET path` at every peer region (an admin read that no key homes: a list, a receipt by
     /// its id): each peer's status and body, or `None` for a peer that is down or whose hop
     /// failed.
@@ -662,7 +554,7 @@ impl Regions {
 }
 
 /// The client's address as this replica saw it (unspecified when the transport gave none).
-fn peer_address(extensions: &axum::http::Extensions) -> IpAddr {
+pub(super) fn peer_address(extensions: &axum::http::Extensions) -> IpAddr {
     extensions
         .get::<axum::extract::ConnectInfo<SocketAddr>>()
         .map_or(IpAddr::from([0, 0, 0, 0]), |c| c.0.ip())
@@ -670,7 +562,7 @@ fn peer_address(extensions: &axum::http::Extensions) -> IpAddr {
 
 /// The wall clock in Unix milliseconds: the hop's freshness is the one place a region reads it
 /// (both sides' clocks, within 30 s).
-fn wall_ms() -> i64 {
+pub(super) fn wall_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
