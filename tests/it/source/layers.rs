@@ -34,14 +34,15 @@ const RULES: &[&str] = &["signed::receipt::lifecycle", "mailbox::state"];
 /// The leaves: modules that import nothing of the crate.
 const LEAVES: &[&str] = &["device", "metrics", "secret", "clock", "body"];
 
-/// The rules module a file is (by its path under `src/`), if any.
+/// The rules module a file belongs to (by its path under `src/`), if any.
 fn rules_of(rel: &Path) -> Option<&'static str> {
     let path = rel.with_extension("");
     let path: Vec<&str> = path.iter().filter_map(|c| c.to_str()).collect();
-    RULES
-        .iter()
-        .copied()
-        .find(|r| r.split("::").eq(path.iter().copied()))
+    // The rules module's own file, or a file of its folder.
+    RULES.iter().copied().find(|r| {
+        let rule: Vec<&str> = r.split("::").collect();
+        path.len() >= rule.len() && path[..rule.len()] == rule[..]
+    })
 }
 
 /// The top-level module a source file belongs to (`None` for lib.rs and main.rs), or the
