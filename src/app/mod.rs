@@ -175,7 +175,7 @@ pub fn register_metrics() {
     });
     crate::metrics::register_store_decode_errors(&crate::store::DecodeKind::LABELS);
     {
-        use crate::mailbox::{push, route, signal, socket};
+        use crate::mailbox::{close, push, route, socket};
         crate::metrics::register_mailbox(crate::metrics::MailboxLabels {
             routes: &route::Route::ALL.map(route::Route::as_str),
             statuses: &route::Route::USUAL_STATUSES,
@@ -183,7 +183,7 @@ pub fn register_metrics() {
             services: &push::ServiceLabel::ALL.map(push::ServiceLabel::as_str),
             outcomes: &push::PushOutcome::ALL.map(push::PushOutcome::as_str),
             sockets: &socket::Kind::ALL.map(socket::Kind::as_str),
-            closes: &signal::Close::ALL.map(signal::Close::as_str),
+            closes: &close::Close::ALL.map(close::Close::as_str),
             caps: &socket::Full::ALL.map(socket::Full::as_str),
         });
     }

@@ -31,6 +31,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod close;
 pub mod error;
 mod front;
 pub mod ice;

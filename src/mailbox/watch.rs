@@ -29,10 +29,10 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 
 use super::auth::Bearer;
+use super::close::Close;
 use super::error::MailboxError;
 use super::front::Mailboxes;
 use super::path::{self, Target};
-use super::signal::Close;
 use super::socket::{accept, claim_gone, Liveness};
 use super::state::{Answer, Dir, MailboxEvent, Name, Op};
 use crate::store::fanout::Subscription;

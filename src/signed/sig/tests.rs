@@ -3,7 +3,8 @@
 
 use super::*;
 use proptest::prelude::*;
-use serde_json::json;
+use ring::rand::SystemRandom;
+use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
