@@ -12,7 +12,8 @@
 #   - promtool, extracted from Debian's `prometheus` package into $TOOLS instead of installing
 #     the package, whose postinst would start a Prometheus server on :9090.
 # Idempotent; a warm run takes a few seconds and starts no server. The checks themselves are
-# in check_deploy.py; scripts/gen_values_schema.py regenerates helm/sealrelay/values.schema.json.
+# in check_deploy.py (the list, in order) and scripts/deploycheck/ (by what they check: k8s,
+# values, chart, deploy_doc, monitoring; common holds the shared parts); scripts/gen_values_schema.py regenerates helm/sealrelay/values.schema.json.
 #
 #   scripts/check-deploy.sh
 set -euo pipefail
