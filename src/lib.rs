@@ -49,7 +49,8 @@ pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
-pub mod parts;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod telemetry;
 pub mod v1;
 

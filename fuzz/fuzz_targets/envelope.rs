@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sealrelay::parts::DEFAULT_MAX_CIPHERTEXT_CHARS;
+use sealrelay::testing::DEFAULT_MAX_CIPHERTEXT_CHARS;
 use sealrelay::v1::envelope::parse;
 use serde_json::Value;
 
@@ -46,7 +46,7 @@ fuzz_target!(|data: &[u8]| {
                 None | Some(Value::Null) => assert!(e.flap_id.is_none()),
                 Some(f) => assert_eq!(e.flap_id.as_ref().map(|f| f.as_str()), f.as_str()),
             }
-            let _ = sealrelay::parts::alert_body(e, "t", "b");
+            let _ = sealrelay::testing::alert_body(e, "t", "b");
         }
     }
 });

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sealrelay::parts::{ReadAuthorization, SignedPush, DEFAULT_MAX_CIPHERTEXT_CHARS};
+use sealrelay::testing::{ReadAuthorization, SignedPush, DEFAULT_MAX_CIPHERTEXT_CHARS};
 use serde_json::{Map, Value};
 
 fuzz_target!(|data: &[u8]| {

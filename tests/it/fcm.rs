@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sealrelay::parts::fcm::{
+use sealrelay::testing::fcm::{
     is_valid_registration_token, FcmClient, FcmOutcome, Notify, Reason, ServiceAccount, Settings,
     Stage, VerdictClass, SEND_TIMEOUT,
 };
@@ -982,7 +982,7 @@ async fn the_mock_checks_every_part_of_the_assertion() {
     let a = mock.service_account().clone();
     let kid = a.private_key_id.as_str();
     let t = unix_now();
-    let scope = sealrelay::parts::fcm::FCM_SCOPE;
+    let scope = sealrelay::testing::fcm::FCM_SCOPE;
     let good = serde_json::json!({"iss": a.client_email, "scope": scope, "aud": url, "iat": t, "exp": t + 3600});
     let with = |k: &str, v: serde_json::Value| {
         let mut c = good.clone();
@@ -1118,7 +1118,7 @@ async fn the_mock_checks_auth_project_and_shape() {
     let raw = Raw::new(mock.ca_pem());
     let a = mock.service_account().clone();
     let t = unix_now();
-    let claims = serde_json::json!({"iss": a.client_email, "scope": sealrelay::parts::fcm::FCM_SCOPE, "aud": mock.token_url(), "iat": t, "exp": t + 3600});
+    let claims = serde_json::json!({"iss": a.client_email, "scope": sealrelay::testing::fcm::FCM_SCOPE, "aud": mock.token_url(), "iat": t, "exp": t + 3600});
     let (_, tok) = raw
         .token(
             &mock.token_url(),

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioExecutor;
 use sealrelay::cli::Endpoint;
-use sealrelay::parts::{read_authorization, sign_request, PrivateKey};
+use sealrelay::testing::{read_authorization, sign_request, PrivateKey};
 use serde_json::{json, Map, Value};
 
 use super::{Harness, Options, Resp, TOPIC};

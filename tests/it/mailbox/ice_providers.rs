@@ -3,7 +3,7 @@
 //! `mock_cloudflare`) answering success, errors, malformed bodies, or nothing, both
 //! providers together, STUN alone, and the per-provider counts.
 //!
-//! The module is reached through `sealrelay::parts::ice`; the route (`GET .../ice`, its
+//! The module is reached through `sealrelay::testing::ice`; the route (`GET .../ice`, its
 //! bucket and its 502) is tested black box in `tests/it/mailbox/contract.rs`, and the configuration here
 //! through `sealrelay::config::Config::load`.
 
@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
-use sealrelay::parts::ice::{self, Cloudflare, Coturn, Ice, IceError, IceUrl, Settings, UrlKind};
-use sealrelay::parts::Secret;
+use sealrelay::testing::ice::{self, Cloudflare, Coturn, Ice, IceError, IceUrl, Settings, UrlKind};
+use sealrelay::testing::Secret;
 use sealrelay_testkit::coturn::TurnServer;
 use sealrelay_testkit::mock_cloudflare::{MockCloudflare, Refused, Reply, STUN_URL, TURN_URLS};
 use sealrelay_testkit::pki::Pki;
@@ -554,7 +554,7 @@ fn each_providers_outcome_is_counted() {
     let handle = recorder.handle();
     ::metrics::with_local_recorder(&recorder, || {
         // Every series exists at zero before the first request.
-        sealrelay::parts::register_metrics();
+        sealrelay::testing::register_metrics();
         let text = handle.render();
         for provider in ["stun", "coturn", "cloudflare"] {
             for outcome in ["ok", "error"] {

@@ -188,10 +188,10 @@ async fn signed(req: Request<Incoming>, max_ct: usize) -> Response<Full<Bytes>> 
             )
         }
     };
-    match sealrelay::parts::SignedPush::parse(&body, max_ct) {
+    match sealrelay::testing::SignedPush::parse(&body, max_ct) {
         Ok(push) => {
             let topic = push.topic().unwrap_or(SIGNED_TOPIC);
-            let answer = sealrelay::parts::signed_answer(&push, topic, now_ms());
+            let answer = sealrelay::testing::signed_answer(&push, topic, now_ms());
             json(StatusCode::CREATED, Bytes::from(answer))
         }
         Err(e) => json(

@@ -38,7 +38,7 @@
 //! devices (the mix's alert i with `burst` = targets, so devices are fresh for every push
 //! unless `--devices` sets a pool), a fresh request id and collapse id, `issuedAtMs` = when
 //! it was signed, and an Ed25519 signature made here with the relay's own
-//! `sealrelay::parts::sign_request`. The first `--pregen` bodies are signed before the timed
+//! `sealrelay::testing::sign_request`. The first `--pregen` bodies are signed before the timed
 //! loop (on every core), so the generator's signing does not compete with the relay; pushes
 //! past them, or bodies older than four minutes (the relay accepts five), are signed in the
 //! loop and counted as `signed_in_loop`. A push counts as forwarded when it answers 201 with

@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::Message;
 /// Commands inside `mailbox.lua` that `SCRIPT_INTERNAL` does not list: not round trips.
 pub const MAILBOX_SCRIPT_INTERNAL: &[&str] = &["spublish", "zremrangebyscore"];
 
-use sealrelay::parts::mailbox_lua;
+use sealrelay::testing::mailbox_lua;
 
 /// One mailbox of a run: its id and its bearer.
 #[derive(Clone)]

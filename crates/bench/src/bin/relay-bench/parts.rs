@@ -79,7 +79,7 @@ pub(super) async fn run_apns(a: ApnsArgs) -> anyhow::Result<()> {
     // The body the relay builds (src/push/apns/payload.rs) for this mix's envelope.
     let env = sealrelay::v1::envelope::parse(mix.envelope(0).as_bytes(), 3800)
         .map_err(|e| anyhow::anyhow!("envelope: {e}"))?;
-    let body = Bytes::from(sealrelay::parts::alert_body(
+    let body = Bytes::from(sealrelay::testing::alert_body(
         &env,
         "cronstable",
         "New alert",
@@ -193,7 +193,7 @@ pub(super) async fn run_redis(a: RedisArgs) -> anyhow::Result<()> {
     pool.init().await?;
     let sha: String = pool
         .next()
-        .script_load(sealrelay::parts::admit_lua())
+        .script_load(sealrelay::testing::admit_lua())
         .await?;
     let mem0 = if a.memory {
         info_field(&redis_info(&addr, "memory").await?, "used_memory")

@@ -18,7 +18,7 @@ pub(super) fn now_ms() -> u64 {
 /// Builds and signs the bodies of one run.
 pub(super) struct SignedGen {
     pub(super) mix: Mix,
-    pub(super) key: sealrelay::parts::PrivateKey,
+    pub(super) key: sealrelay::testing::PrivateKey,
     pub(super) key_id: String,
     pub(super) targets: u64,
 }
@@ -63,7 +63,7 @@ impl SignedGen {
         m.insert("event".into(), json!(false));
         m.insert("issuedAtMs".into(), json!(issued_ms));
         m.insert("signerKeyId".into(), json!(self.key_id));
-        sealrelay::parts::sign_request(&self.key, &mut m);
+        sealrelay::testing::sign_request(&self.key, &mut m);
         Bytes::from(Value::Object(m).to_string())
     }
 
@@ -185,7 +185,7 @@ pub(super) async fn run_signed(a: SignedArgs) -> anyhow::Result<()> {
     let targets = loopback_targets(&a.urls)?;
     let pem =
         std::fs::read_to_string(&a.key).map_err(|e| anyhow::anyhow!("{}: {e}", a.key.display()))?;
-    let key = sealrelay::parts::PrivateKey::from_pem(&pem)
+    let key = sealrelay::testing::PrivateKey::from_pem(&pem)
         .map_err(|e| anyhow::anyhow!("{}: {e}", a.key.display()))?;
     // The report's mix: `burst` devices per push.
     let mut c = a.c.clone();

@@ -1,7 +1,7 @@
 //! The store part of a signed push alone (`relay-bench signed-redis`): the relay's own
 //! `Store` on Redis, driven through the three calls `POST /v2/pushes` makes for a one-target
 //! push (`receipt_begin.lua`, `policy_admit.lua`, `receipt_update.lua`), with no HTTP, no signature
-//! and no APNs (`sealrelay::parts::SignedStorePart`).
+//! and no APNs (`sealrelay::testing::SignedStorePart`).
 //!
 //! The pushes are the ones `relay-bench signed` posts (the same generator, fresh request ids
 //! and devices per run), signed and parsed before the timed loop so the loop costs the client
@@ -9,7 +9,7 @@
 
 use super::*;
 
-use sealrelay::parts::{SignedPush, SignedStoreOutcome, SignedStorePart};
+use sealrelay::testing::{SignedPush, SignedStoreOutcome, SignedStorePart};
 
 #[derive(Args)]
 pub struct SignedRedisArgs {
@@ -62,7 +62,7 @@ pub async fn run_signed_redis(a: SignedRedisArgs) -> anyhow::Result<()> {
     c.max_requests = n;
     let gen = SignedGen {
         mix: Mix::new(&c),
-        key: sealrelay::parts::PrivateKey::generate().map_err(|e| anyhow::anyhow!("{e}"))?,
+        key: sealrelay::testing::PrivateKey::generate().map_err(|e| anyhow::anyhow!("{e}"))?,
         key_id: "ed25519:bench".to_owned(),
         targets: a.targets,
     };
@@ -70,7 +70,7 @@ pub async fn run_signed_redis(a: SignedRedisArgs) -> anyhow::Result<()> {
     let pushes: Vec<SignedPush> = tokio::task::spawn_blocking(move || {
         gen.pregen(n)
             .iter()
-            .map(|b| SignedPush::parse(b, sealrelay::parts::DEFAULT_MAX_CIPHERTEXT_CHARS))
+            .map(|b| SignedPush::parse(b, sealrelay::testing::DEFAULT_MAX_CIPHERTEXT_CHARS))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| anyhow::anyhow!("a generated push does not parse: {e}"))
     })

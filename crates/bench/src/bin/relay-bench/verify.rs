@@ -152,7 +152,7 @@ pub async fn run_verify(a: VerifyArgs) -> anyhow::Result<()> {
         0 => std::thread::available_parallelism().map_or(1, |t| t.get()),
         t => t,
     };
-    let key = sealrelay::parts::PrivateKey::generate().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let key = sealrelay::testing::PrivateKey::generate().map_err(|e| anyhow::anyhow!("{e}"))?;
     let public = *key.public_key().as_bytes();
     let c = Common {
         duration: 0.0,
@@ -176,9 +176,9 @@ pub async fn run_verify(a: VerifyArgs) -> anyhow::Result<()> {
     };
     let mut reqs = Vec::new();
     for body in gen.pregen(a.requests) {
-        let push = sealrelay::parts::SignedPush::parse(
+        let push = sealrelay::testing::SignedPush::parse(
             &body,
-            sealrelay::parts::DEFAULT_MAX_CIPHERTEXT_CHARS,
+            sealrelay::testing::DEFAULT_MAX_CIPHERTEXT_CHARS,
         )
         .map_err(|e| anyhow::anyhow!("a generated push does not parse: {e}"))?;
         let signature = base64::engine::general_purpose::URL_SAFE_NO_PAD

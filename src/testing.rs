@@ -1,4 +1,6 @@
-//! The pieces the benchmark, the fuzz targets and a few integration tests drive directly.
+//! The pieces the benchmark, the fuzz targets and a few integration tests drive directly,
+//! behind the `testing` feature: the relay's own binary is built without it, so none of this
+//! is part of what ships or of the library's API.
 //!
 //! Everything here is the relay's own code, reached without its HTTP front: the benchmark
 //! measures each part of a request alone with it, so "the combined limit of the parts" is the
