@@ -19,23 +19,36 @@
 //! ```
 //!
 //! - [`v1`]: relay protocol v1 for cronstable daemons (`POST /`, the hosted pages);
-//! - `signed`: signed, idempotent pushes with receipts (`/v2/pushes`);
+//! - `signed`: signed, idempotent pushes with receipts (`/v2/pushes`); the receipt's
+//!   lifecycle (states, lease, takeover, settlement) as pure rules in
+//!   `signed::receipt::lifecycle`;
 //! - `mailbox`: mailboxes for apps: envelopes, watch and signal sockets, push modules, ICE
-//!   credentials (`/v1/<app>/mailbox/...`);
+//!   credentials (`/v1/<app>/mailbox/...`); a mailbox and the rules every request follows as
+//!   pure rules in `mailbox::state`;
 //! - `admin`: the probes and metrics listener, and the admin API on its Unix socket (and
 //!   opt-in loopback TCP);
 //! - `delivery`: one alert from admission to settlement, and the retry worker; one
-//!   `Outcome` vocabulary for every way a request ends;
+//!   `Outcome` vocabulary for every way a request ends; a front-end that wants to hear how
+//!   its queued deliveries end implements `delivery::Settlement` (signed pushes do, for their
+//!   receipts), so the core knows no front-end's vocabulary;
 //! - `push`: the `Push` trait and verdict classes; `push::apns` speaks APNs, `push::fcm`
 //!   FCM HTTP v1;
 //! - `store`: the state facade over `store::memory` and `store::redis` (the Lua next to the
-//!   Rust that loads it), the fenced retry queue, the fan-out seam;
+//!   Rust that loads it), the fenced retry queue, the fan-out seam; receipts, signers and
+//!   mailboxes are storage only (their rules are the features'), each a backend trait behind
+//!   one generic wrapper (`store::concern`);
 //! - `policy`: the delivery policy as pure functions of state, time and parameters;
 //! - [`config`]: start-up validation; components own their settings types and never import
 //!   it, so configuration depends on components and not the other way round;
 //! - `body`: request bodies read to a limit and a deadline, for every front-end;
 //! - `metrics` (names and record functions, importing nothing of the crate) and
-//!   [`telemetry`] (logs and traces, from its own settings).
+//!   [`telemetry`] (logs and traces, from its own settings);
+//! - `testing` (the `testing` feature only): what the benchmark, the fuzz targets and the
+//!   integration tests drive directly; never in the relay's own build.
+//!
+//! A feature's pure rules (`signed::receipt::lifecycle`, `mailbox::state`) import only
+//! leaves and pure modules, so the store's backends run them without importing the feature:
+//! the layering test treats each as a node of its own.
 //!
 //! Why this map rather than DESIGN.md's suggested `envelope -> policy -> store -> apns ->
 //! http` chain: with three front-ends the chain's `http` end would be three modules, and
