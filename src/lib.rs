@@ -62,9 +62,9 @@ pub mod app;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod telemetry;
 pub mod v1;
 
 pub(crate) mod admin;

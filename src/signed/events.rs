@@ -2,16 +2,15 @@
 //! resumption point (`after` or `Last-Event-ID`) until it settles.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::{Path, Request, State};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 
-use super::error::{ApiError, Code};
-use super::front::{finish, unavailable, Signed};
+use super::front::{unavailable, Signed};
 use super::labels::{ReadKind, Route};
-use super::reads::{admit_read, receipt_for, resume_point};
+use super::reads::{admit_read, answer_read, receipt_for, resume_point};
 use super::receipt;
 use super::receipt::lifecycle::{Event, EventKind, Receipt};
 use crate::metrics;
@@ -30,12 +29,7 @@ pub(super) async fn events(
     Path(id): Path<String>,
     req: Request,
 ) -> Response {
-    let req = match s.read_at_home(req).await {
-        Ok(req) => req,
-        Err(resp) => return resp,
-    };
-    let started = Instant::now();
-    let opened = async {
+    answer_read(&s, Route::Events, req, |req| async {
         let (req, key_id) = admit_read(&s, req).await?;
         let after = resume_point(&req)?;
         // Authenticated, then subscribed, then read: nothing published in between is
@@ -47,24 +41,25 @@ pub(super) async fn events(
             .await
             .map_err(|e| unavailable(&e))?;
         let receipt = receipt_for(&s, &key_id, &id).await?;
-        Ok::<_, ApiError>((after, sub, receipt))
-    };
-    let (after, sub, receipt) = match opened.await {
-        Ok(o) => o,
-        Err(e) => return finish(Route::Events, e.code, started, e.into_response()),
-    };
-    metrics::receipt_read(ReadKind::Events.as_str());
-    let (tx, rx) = tokio::sync::mpsc::channel::<SseEvent>(64);
-    tokio::spawn(stream_events(s.clone(), id, receipt, after, sub, tx));
-    let mut rx = rx;
-    let stream = futures_util::stream::poll_fn(move |cx| {
-        rx.poll_recv(cx)
-            .map(|o| o.map(Ok::<_, std::convert::Infallible>))
-    });
-    let resp = Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(KEEPALIVE).text("keepalive"))
-        .into_response();
-    finish(Route::Events, Code::Ok, started, resp)
+        metrics::receipt_read(ReadKind::Events.as_str());
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<SseEvent>(64);
+        tokio::spawn(stream_events(
+            s.clone(),
+            id.clone(),
+            receipt,
+            after,
+            sub,
+            tx,
+        ));
+        let stream = futures_util::stream::poll_fn(move |cx| {
+            rx.poll_recv(cx)
+                .map(|o| o.map(Ok::<_, std::convert::Infallible>))
+        });
+        Ok(Sse::new(stream)
+            .keep_alive(KeepAlive::new().interval(KEEPALIVE).text("keepalive"))
+            .into_response())
+    })
+    .await
 }
 
 fn sse(e: &Event) -> SseEvent {

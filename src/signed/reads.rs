@@ -1,6 +1,7 @@
 //! `GET /v2/pushes/<id>`: a receipt read by the signer that created it, in SIGNED.md's order of
 //! checks.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -79,32 +80,41 @@ pub(super) fn path_and_query(req: &Request) -> String {
         .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned())
 }
 
-pub(super) async fn read(
-    State(s): State<Arc<Signed>>,
-    Path(id): Path<String>,
+/// Answers a signed read on `route`: sent to its signer's home region first (whose answer
+/// comes back as it is), then `answer`, timed and counted under `route` with its code.
+pub(super) async fn answer_read<F, Fut>(
+    s: &Signed,
+    route: Route,
     req: Request,
-) -> Response {
+    answer: F,
+) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: Future<Output = Result<Response, ApiError>>,
+{
     let req = match s.read_at_home(req).await {
         Ok(req) => req,
         Err(resp) => return resp,
     };
     let started = Instant::now();
-    let read = async {
-        let (_, key_id) = admit_read(&s, req).await?;
-        receipt_for(&s, &key_id, &id).await
-    };
-    match read.await {
-        Ok(r) => {
-            metrics::receipt_read(ReadKind::Receipt.as_str());
-            finish(
-                Route::Receipt,
-                Code::Ok,
-                started,
-                json(StatusCode::OK, &receipt::render(&r)),
-            )
-        }
-        Err(e) => finish(Route::Receipt, e.code, started, e.into_response()),
+    match answer(req).await {
+        Ok(resp) => finish(route, Code::Ok, started, resp),
+        Err(e) => finish(route, e.code, started, e.into_response()),
     }
+}
+
+pub(super) async fn read(
+    State(s): State<Arc<Signed>>,
+    Path(id): Path<String>,
+    req: Request,
+) -> Response {
+    answer_read(&s, Route::Receipt, req, |req| async {
+        let (_, key_id) = admit_read(&s, req).await?;
+        let r = receipt_for(&s, &key_id, &id).await?;
+        metrics::receipt_read(ReadKind::Receipt.as_str());
+        Ok(json(StatusCode::OK, &receipt::render(&r)))
+    })
+    .await
 }
 
 /// Where a stream starts: `after=` in the query wins over `Last-Event-ID`; default 0.
