@@ -228,24 +228,8 @@ impl ReceiptStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::signed::receipt::lifecycle::tests::{up, A, B};
     use crate::signed::receipt::lifecycle::State;
-
-    const A: Claim<'static> = Claim {
-        owner: "a",
-        lease_ms: 100,
-    };
-    const B: Claim<'static> = Claim {
-        owner: "b",
-        lease_ms: 100,
-    };
-
-    fn up(t: &str, s: State) -> Update {
-        Update {
-            target: t.into(),
-            state: s,
-            detail: String::new(),
-        }
-    }
 
     #[test]
     fn memory_receipts_expire() {

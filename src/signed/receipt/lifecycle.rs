@@ -466,7 +466,7 @@ pub fn events_message(events: &[Event]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn r(targets: &[&str]) -> Receipt {
@@ -474,7 +474,8 @@ mod tests {
         fresh("p", "sha256:a", "ed25519:k", "topic", &t, 10)
     }
 
-    fn up(t: &str, s: State) -> Update {
+    /// A change of target `t` to `s`.
+    pub(crate) fn up(t: &str, s: State) -> Update {
         Update {
             target: t.into(),
             state: s,
@@ -521,11 +522,12 @@ mod tests {
         assert_eq!(update(&mut rec, &[up("a", State::Expired)], 13).len(), 2);
     }
 
-    const A: Claim<'static> = Claim {
+    /// Two bidders for a lease of 100 ms.
+    pub(crate) const A: Claim<'static> = Claim {
         owner: "a",
         lease_ms: 100,
     };
-    const B: Claim<'static> = Claim {
+    pub(crate) const B: Claim<'static> = Claim {
         owner: "b",
         lease_ms: 100,
     };
