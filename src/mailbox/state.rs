@@ -207,22 +207,33 @@ impl Mailbox {
     }
 }
 
+/// What a request did to whether the mailbox exists, for the store that keeps it.
+#[derive(Debug)]
+pub enum Kept {
+    /// It exists as before (or still does not).
+    Same,
+    /// A claim made it: the store keeps this.
+    Made(Box<Mailbox>),
+    /// An erase ended it: the store forgets it.
+    Dropped,
+}
+
 /// One request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer` on `kept`, the
 /// mailbox's state (`None` when the name has none: never claimed, erased, or expired, see
 /// [`Mailbox::expired`]). A claim of a free name makes the mailbox, spending its first
-/// read token like any other claim; an erase that is done leaves `None`. The answer, and
-/// the generation of the claim it applied to (0 when none), for the event it publishes
-/// ([`MailboxEvent::of`]).
+/// read token like any other claim; an erase that is done ends it. The answer, the
+/// generation of the claim it applied to (0 when none), for the event it publishes
+/// ([`MailboxEvent::of`]), and what the store does with the mailbox.
 pub fn request(
-    kept: &mut Option<Mailbox>,
+    kept: Option<&mut Mailbox>,
     bearer: &str,
     op: &Op,
     now_ms: i64,
     limits: Limits,
-) -> (Answer, u64) {
+) -> (Answer, u64, Kept) {
     let Some(m) = kept else {
         if *op != Op::Claim {
-            return (Answer::NotFound, 0);
+            return (Answer::NotFound, 0, Kept::Same);
         }
         // The claim's generation: the instant that made it.
         let generation = now_ms.max(0) as u64;
@@ -237,15 +248,16 @@ pub fn request(
         if let Ok(t) = gcra_take(0, now_ms * 1000, emission, capacity) {
             m.buckets.insert(Bucket::Reads.field(), t);
         }
-        *kept = Some(m);
-        return (Answer::Created, generation);
+        return (Answer::Created, generation, Kept::Made(Box::new(m)));
     };
     let generation = m.generation;
     let answer = apply(m, bearer, op, now_ms, limits);
-    if *op == Op::Erase && answer == Answer::Done {
-        *kept = None;
-    }
-    (answer, generation)
+    let kept = if *op == Op::Erase && answer == Answer::Done {
+        Kept::Dropped
+    } else {
+        Kept::Same
+    };
+    (answer, generation, kept)
 }
 
 #[cfg(test)]
@@ -262,7 +274,13 @@ mod tests {
             if kept.as_ref().is_some_and(|m| m.expired(now_ms)) {
                 *kept = None;
             }
-            request(&mut kept, bearer, op, now_ms, limits).0
+            let (answer, _, change) = request(kept.as_mut(), bearer, op, now_ms, limits);
+            match change {
+                Kept::Same => {}
+                Kept::Made(m) => *kept = Some(*m),
+                Kept::Dropped => *kept = None,
+            }
+            answer
         }
     }
 

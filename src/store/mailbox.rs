@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use super::common::{DecodeKind, StoreError, StoreOp};
 use super::concern::{Concern, InProcess};
 use super::fanout::Channel;
-use crate::mailbox::state::{self, Answer, Limits, Mailbox, MailboxEvent, Name, Op};
+use crate::mailbox::state::{self, Answer, Kept, Limits, Mailbox, MailboxEvent, Name, Op};
 
 /// Mailboxes in process memory.
 #[derive(Debug, Default)]
@@ -34,17 +34,21 @@ impl MemoryMailboxes {
         limits: Limits,
     ) -> (Answer, u64) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        // Taken out and put back, so the rules see one optional mailbox; the name is
-        // copied only when it has none.
-        let (key, mut kept) = match map.remove_entry(name) {
-            Some((key, m)) => (key, Some(m).filter(|m| !m.expired(now_ms))),
-            None => (name.clone(), None),
-        };
-        let answer = state::request(&mut kept, bearer, op, now_ms, limits);
-        if let Some(m) = kept {
-            map.insert(key, m);
+        if map.get(name).is_some_and(|m| m.expired(now_ms)) {
+            map.remove(name);
         }
-        answer
+        let (answer, generation, kept) =
+            state::request(map.get_mut(name), bearer, op, now_ms, limits);
+        match kept {
+            Kept::Same => {}
+            Kept::Made(m) => {
+                map.insert(name.clone(), *m);
+            }
+            Kept::Dropped => {
+                map.remove(name);
+            }
+        }
+        (answer, generation)
     }
 
     /// Forgets mailboxes idle past their time (called periodically).

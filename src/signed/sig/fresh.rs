@@ -2,6 +2,7 @@
 
 use super::keys::*;
 
+/// 422 `stale_request`: `issuedAtMs` or `ts` is outside the freshness window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum StaleError {
     /// More than 5 minutes before the relay's clock.
