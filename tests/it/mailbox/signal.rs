@@ -43,6 +43,13 @@ async fn pair(m: &Mb) -> (Ws, Ws) {
     (p, c)
 }
 
+fn metric_or_zero(text: &str, prefix: &str) -> u64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
 fn metric(text: &str, prefix: &str) -> u64 {
     text.lines()
         .find(|l| l.starts_with(prefix))
@@ -96,6 +103,17 @@ async fn both_sides_frames_ping_and_peer_0() {
     drop(c);
     assert_eq!(next_text(&mut p, WAIT).await.as_deref(), Some("peer 0"));
     send_binary(&mut p, b"into the void".to_vec()).await;
+    // The relay reads that frame on its own time: the companion comes back only once it has
+    // been counted dropped, or the frame would (rightly) reach the returning side.
+    let dropped = r#"sealrelay_signal_frames_total{result="dropped"}"#;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while metric_or_zero(&h.admin("/metrics").await.body, dropped) < 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the frame sent with no one on the other side is never counted dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let mut c = side(&m, "companion").await;
     assert_eq!(next_text(&mut c, WAIT).await.as_deref(), Some("peer 1"));
     assert_eq!(next_text(&mut p, WAIT).await.as_deref(), Some("peer 1"));
