@@ -28,11 +28,11 @@ use serde_json::{json, Value};
 use super::transport::Transport;
 use crate::clock::Clock;
 use crate::signed::abandoned::Abandonment;
+use crate::signed::enrolment::{Enrolled, Signer};
 use crate::signed::error::{only, ApiError, GET, POST, PUT};
 use crate::signed::request::is_valid_topic;
 use crate::signed::sig::{is_valid_key_id, KeyError, PublicKey};
 use crate::signed::signers::Signers;
-use crate::store::signers::{Enrolled, Signer};
 use crate::store::{Store, StoreError};
 use crate::v1::V1;
 

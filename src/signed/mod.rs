@@ -17,6 +17,7 @@
 pub mod abandoned;
 mod accept;
 pub mod canonical;
+pub mod enrolment;
 pub mod error;
 mod events;
 pub mod front;

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use super::enrolment::Signer;
 use super::sig::PublicKey;
-use crate::store::signers::Signer;
 use crate::store::{Store, StoreError};
 
 /// How long an enrolled signer is served from the cache before it is read again.

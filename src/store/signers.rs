@@ -1,5 +1,5 @@
-//! Enrolled signers as the store keeps them: one record per key id (the public key, the
-//! topics it may push to, when it was enrolled, updated and revoked). Every replica caches
+//! Enrolled signers as the store keeps them: one record per key id
+//! (`crate::signed::enrolment`'s [`Signer`], whose rules the backends run). Every replica caches
 //! them (`crate::signed::signers`) and drops an entry when the fan-out says it changed.
 //!
 //! [`SignerStore`] is what the relay uses: one [`SignerBackend`], in process
@@ -15,79 +15,7 @@ use super::common::{StoreError, StoreOp};
 use super::concern::{Concern, InProcess};
 use super::fanout::Channel;
 
-use serde::{Deserialize, Serialize};
-
-/// One enrolled signer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Signer {
-    /// `ed25519:<name>`.
-    #[serde(rename = "keyId")]
-    pub key_id: String,
-    /// The Ed25519 public key, standard base64 of 32 bytes.
-    #[serde(rename = "publicKey")]
-    pub public_key: String,
-    /// APNs topics it may push to.
-    pub topics: Vec<String>,
-    /// Enrolled, ms.
-    #[serde(rename = "createdAtMs")]
-    pub created_ms: i64,
-    /// Last enrolment or update, ms.
-    #[serde(rename = "updatedAtMs")]
-    pub updated_ms: i64,
-    /// Revoked, ms; `None` while active.
-    #[serde(
-        rename = "revokedAtMs",
-        default,
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub revoked_ms: Option<i64>,
-}
-
-impl Signer {
-    /// `active` or `revoked`.
-    pub fn state(&self) -> &'static str {
-        if self.revoked_ms.is_some() {
-            "revoked"
-        } else {
-            "active"
-        }
-    }
-}
-
-/// What enrolling did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Enrolled {
-    /// A new key id.
-    Created,
-    /// An existing one, updated (and active again if it was revoked).
-    Updated,
-}
-
-/// Applies an enrolment to the current record: the new record and what happened. A
-/// re-enrolled revoked signer is active again, keeping its creation time.
-pub fn enroll(
-    current: Option<&Signer>,
-    key_id: &str,
-    public_key: &str,
-    topics: &[String],
-    now_ms: i64,
-) -> (Signer, Enrolled) {
-    let created_ms = current.map_or(now_ms, |c| c.created_ms);
-    let s = Signer {
-        key_id: key_id.to_owned(),
-        public_key: public_key.to_owned(),
-        topics: topics.to_vec(),
-        created_ms,
-        updated_ms: now_ms,
-        revoked_ms: None,
-    };
-    let how = if current.is_some() {
-        Enrolled::Updated
-    } else {
-        Enrolled::Created
-    };
-    (s, how)
-}
+use crate::signed::enrolment::{enroll, revoke, Enrolled, Signer};
 
 /// Signers in process memory.
 #[derive(Debug, Default)]
@@ -123,10 +51,7 @@ impl MemorySigners {
     pub fn revoke(&self, key_id: &str, now_ms: i64) -> Option<Signer> {
         let mut map = self.lock();
         let s = map.get_mut(key_id)?;
-        if s.revoked_ms.is_none() {
-            s.revoked_ms = Some(now_ms);
-            s.updated_ms = now_ms;
-        }
+        revoke(s, now_ms);
         Some(s.clone())
     }
 

@@ -11,12 +11,13 @@ use fred::prelude::*;
 use fred::types::scripts::Script;
 
 use super::client::err;
+use crate::signed::enrolment::{Enrolled, Signer};
 use crate::signed::receipt::lifecycle::{
     Begun, Claim, Event, Guard, NewReceipt, Receipt, State, Target, Update, Updated,
 };
 use crate::store::common::StoreError;
 use crate::store::receipts::{events_channel, ReceiptBackend};
-use crate::store::signers::{signers_channel, Enrolled, Signer, SignerBackend};
+use crate::store::signers::{signers_channel, SignerBackend};
 
 /// The scripts and key names.
 pub struct Signed {

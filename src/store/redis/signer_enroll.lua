@@ -1,5 +1,5 @@
 -- signer_enroll.lua: enrol a signer or update it (a revoked one becomes active again, keeping
--- its creation time), and tell every replica. Mirrors crate::store::signers::enroll.
+-- its creation time), and tell every replica. Mirrors crate::signed::enrolment::enroll.
 -- KEYS[1]  <prefix>{signers}:<key id>   hash: pk public key, tp topics (newline-separated),
 --                                       c created, u updated, r revoked (absent while active)
 -- KEYS[2]  <prefix>{signers}:index      set of key ids

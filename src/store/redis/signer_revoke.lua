@@ -1,5 +1,5 @@
 -- signer_revoke.lua: revoke a signer (the first revocation's time stays) and tell every
--- replica. Mirrors crate::store::signers::MemorySigners::revoke.
+-- replica. Mirrors crate::signed::enrolment::revoke.
 -- KEYS     1 the signer's hash  (layout in signer_enroll.lua)
 -- ARGV     1 key id  2 now_ms  3 channel
 -- Returns  {} for an unknown key id, else HGETALL
