@@ -562,7 +562,7 @@ one go, with the load generator on the same cores as everything it measures.
 Definitions. A, B and C are each measured alone with the same generator and concurrency
 ({f0(get('part-intake', 'connections'))} connections / in-flight requests): A drives `bench-intake` (hyper HTTP/1.1,
 `sealrelay::v1::envelope::parse`, 202) with the same envelopes as the relay runs; B is
-`relay-bench redis`, EVALSHA of `src/store/redis/policy_admit.lua` (with `gcra.lua` in front, as the relay loads it) with the relay's key layout and
+`relay-bench redis`, EVALSHA of `src/store/policy/policy_admit.lua` (with `gcra.lua` in front, as the relay loads it) with the relay's key layout and
 arguments for a fresh device per call (every call a forward), over 4 pipelined connections
 like the relay's pool; C is `relay-bench apns`, a hyper-util HTTP/2 client configured like
 `src/push/apns/client.rs` sending the relay's headers and payload to the fast mock APNs (TLS,
@@ -609,7 +609,7 @@ such envelope (200 with it, base64 in the JSON). The parts, every round in the s
 the same requests, connections ({f0(get('mailbox-put', 'connections', default=64))}) and duration: A is bench-intake answering them
 without a store (the bearer's shape checked, the PUT's body read, the list's JSON built and
 base64-encoded per request); B is `relay-bench mailbox-redis`, EVALSHA of the relay's script
-(`gcra.lua` in front of `src/store/redis/mailbox.lua`, read from the source tree since the
+(`gcra.lua` in front of `src/store/mailbox/mailbox.lua`, read from the source tree since the
 relay exposes no function returning it) with the relay's keys, bearer hash and arguments over 4
 pipelined connections. Limit = 1/(1/A+1/B), as v1's with its third part left out; the ratio is
 the median relay throughput over that limit. Round trips: `INFO commandstats` around a fixed

@@ -33,10 +33,10 @@
 //!   receipts), so the core knows no front-end's vocabulary;
 //! - `push`: the `Push` trait and verdict classes; `push::apns` speaks APNs, `push::fcm`
 //!   FCM HTTP v1;
-//! - `store`: the state facade over `store::memory` and `store::redis` (the Lua next to the
-//!   Rust that loads it), the fenced retry queue, the fan-out seam; receipts, signers and
-//!   mailboxes are storage only (their rules are the features'), each a backend trait behind
-//!   one generic wrapper (`store::concern`);
+//! - `store`: shared state, one folder per concern (policy, queue, receipts, signers,
+//!   mailboxes, fan-out), each with its backend trait and its in-process and Redis
+//!   implementations side by side (the Lua next to the Rust that loads it); storage only
+//!   (the rules are the features'); the connection to Redis in `store::connection`;
 //! - `policy`: the delivery policy as pure functions of state, time and parameters;
 //! - [`config`]: start-up validation; components own their settings types and never import
 //!   it, so configuration depends on components and not the other way round;

@@ -16,15 +16,15 @@ pub use crate::push::fcm;
 pub use crate::secret::Secret;
 pub use crate::signed::request::SignedPush;
 pub use crate::signed::sig::{read_authorization, sign_request, PrivateKey, ReadAuthorization};
-pub use crate::store::redis::mailbox::mailbox_lua;
-pub use crate::store::redis::policy::admit_lua;
+pub use crate::store::mailbox::mailbox_lua;
+pub use crate::store::policy::admit_lua;
 
 use crate::delivery::Outcome;
 use crate::policy::{Decision, Policy};
 use crate::signed::receipt;
 use crate::signed::receipt::lifecycle::{self as receipts, Begun, Claim, Guard, Update};
-use crate::store::redis::fanout::RedisFanout;
-use crate::store::redis::{RedisSettings, RedisStore};
+use crate::store::connection::{RedisSettings, RedisStore};
+use crate::store::fanout::Fanout;
 use crate::store::{RedisFailure, Store};
 
 /// The APNs body of a sealed alert with these stub texts (the fuzz targets render every
@@ -129,7 +129,7 @@ impl SignedStorePart {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let fanout = RedisFanout::connect(&settings, redis.pool().clone())?;
+        let fanout = Fanout::redis(&settings, redis.pool().clone())?;
         let store = Store::redis(redis, None, fanout, policy, RedisFailure::Reject);
         Ok(Self {
             store,

@@ -24,11 +24,10 @@ use crate::mailbox::Mailboxes;
 use crate::push::apns::client::ApnsClient;
 use crate::signed::front::Signed;
 use crate::signed::signers::Signers;
+use crate::store::connection::RedisStore;
 use crate::store::fanout::Fanout;
+use crate::store::queue::RedisQueue;
 use crate::store::queue::Sealer;
-use crate::store::redis::fanout::RedisFanout;
-use crate::store::redis::queue::RedisQueue;
-use crate::store::redis::RedisStore;
 use crate::store::Store;
 use crate::v1::V1;
 
@@ -127,7 +126,7 @@ fn build_store(cfg: &Config) -> anyhow::Result<Store> {
         )),
         _ => None,
     };
-    let fanout: Fanout = RedisFanout::connect(settings, redis.pool().clone())?;
+    let fanout: Fanout = Fanout::redis(settings, redis.pool().clone())?;
     Ok(Store::redis(
         redis,
         queue,

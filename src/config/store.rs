@@ -6,8 +6,8 @@ use std::time::Duration;
 use super::apns::Delivery;
 use super::reader::Reader;
 use super::vars::*;
+use crate::store::connection::RedisSettings;
 use crate::store::queue::QueueKey;
-use crate::store::redis::RedisSettings;
 use crate::store::{RedisFailure, Settings};
 
 /// The forms `REDIS_URL` takes, as every refusal names them.

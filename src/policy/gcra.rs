@@ -1,5 +1,5 @@
 //! The generic cell rate algorithm: a token bucket kept as one instant, its *theoretical
-//! arrival time*. Exact in integer arithmetic, so the Lua mirror (`store/redis/gcra.lua`,
+//! arrival time*. Exact in integer arithmetic, so the Lua mirror (`store/connection/gcra.lua`,
 //! prepended to every script that takes a token) computes the very same numbers; a
 //! differential test binds the two.
 //!

@@ -1,11 +1,11 @@
-//! Where shared state lives: in process ([`memory`]) or in Redis ([`redis`]), one store per
-//! concern, each with its in-process and its Redis implementation side by side:
+//! Where shared state lives: one folder per concern, each with its backend trait, its
+//! in-process implementation (`memory.rs`) and its Redis one (`redis.rs`, with its Lua
+//! scripts) side by side, and the store the relay uses in its `mod.rs`:
 //!
-//! - [`Store::policy`] ([`policy`]): per-device policy state; both stores run the same
-//!   policy ([`crate::policy`]) atomically per device: the in-process store under a lock,
-//!   the Redis store as one Lua script;
-//! - [`Store::queue`] ([`retry`], vocabulary in [`queue`]): the retry queue; claims are
-//!   fenced, items sealed;
+//! - [`Store::policy`] ([`policy`]): per-device policy state; both backends run the same
+//!   policy ([`crate::policy`]) atomically per device: in process under a lock, in Redis as
+//!   one Lua script;
+//! - [`Store::queue`] ([`queue`]): the retry queue; claims are fenced, items sealed;
 //! - [`Store::receipts`] ([`receipts`]) and [`Store::signers`] ([`signers`]): the signed-push
 //!   API's state;
 //! - [`Store::mailboxes`] ([`mailbox`]): mailboxes;
@@ -14,15 +14,16 @@
 //!   that makes the change, from inside it, on both backends alike: by the Lua script on
 //!   Redis, by the in-process implementation right after its lock.
 //!
-//! What the parts share (the error, the operation labels, the link to Redis) is in
-//! [`common`], a leaf: no part imports this module.
+//! What the concerns share: the error, the operation labels and the degrade switch
+//! ([`common`]), the wrapper of the concerns that never fall back to memory ([`concern`]),
+//! and the connection to Redis ([`connection`]); none of them imports this module.
 //!
 //! **Redis outages.** With `RELAY_REDIS_FAILURE=degrade` (the default) a Redis error or
 //! timeout on a policy operation switches this replica to its in-process store at once:
 //! paging goes on with per-replica decisions, the degraded gauge is set, one line is logged,
 //! and a background probe switches back when Redis answers again. Retry items queued in
 //! process meanwhile are handed to Redis when it answers again and at shutdown
-//! ([`retry::RetryQueue::flush_local`]). With `reject` the request is answered 503.
+//! ([`queue::RetryQueue::flush_local`]). With `reject` the request is answered 503.
 //! Receipts, signers and mailboxes never fall back: while degraded they fail.
 //!
 //! Round trips: one per admission on the happy path; the others happen only on their
@@ -30,14 +31,12 @@
 
 pub mod common;
 pub mod concern;
+pub mod connection;
 pub mod fanout;
 pub mod mailbox;
-pub mod memory;
 pub mod policy;
 pub mod queue;
 pub mod receipts;
-pub mod redis;
-pub mod retry;
 pub mod signers;
 
 use std::sync::Arc;
@@ -45,13 +44,13 @@ use std::sync::Arc;
 use crate::policy::Policy;
 
 pub use common::{Admission, DecodeKind, RedisFailure, StoreError, StoreOp};
-pub use retry::Lease;
+pub use queue::Lease;
 
 /// The store's settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// Redis, or the in-process store when `None`.
-    pub redis: Option<redis::RedisSettings>,
+    pub redis: Option<connection::RedisSettings>,
     /// What a replica does when Redis fails.
     pub on_failure: RedisFailure,
     /// The retry queue's sealing key (from `RELAY_QUEUE_KEY` or the APNs key); without one
@@ -63,7 +62,7 @@ pub struct Settings {
 #[derive(Debug)]
 pub struct Store {
     policy: policy::PolicyStore,
-    queue: retry::RetryQueue,
+    queue: queue::RetryQueue,
     receipts: receipts::ReceiptStore,
     signers: signers::SignerStore,
     mailboxes: mailbox::MailboxStore,
@@ -78,7 +77,7 @@ impl Store {
         let fanout = fanout::Fanout::memory();
         Self {
             policy: policy::PolicyStore::memory(policy),
-            queue: retry::RetryQueue::memory(),
+            queue: queue::RetryQueue::memory(),
             receipts: receipts::ReceiptStore::new(
                 Box::new(receipts::InProcessReceipts::new(fanout.clone())),
                 None,
@@ -102,8 +101,8 @@ impl Store {
     /// Shared state in Redis, with the in-process store as the fallback. `queue` is the
     /// shared retry queue (absent when this deployment cannot deliver, so never queues).
     pub fn redis(
-        store: redis::RedisStore,
-        queue: Option<redis::queue::RedisQueue>,
+        store: connection::RedisStore,
+        queue: Option<queue::RedisQueue>,
         fanout: fanout::Fanout,
         policy: Policy,
         on_failure: RedisFailure,
@@ -111,16 +110,23 @@ impl Store {
         let prefix = store.prefix().to_owned();
         let pool = store.pool().clone();
         let link = Arc::new(common::Link::new(pool.clone(), on_failure));
-        let signed = || Box::new(redis::signed::Signed::new(pool.clone(), &prefix));
         Self {
-            receipts: receipts::ReceiptStore::new(signed(), Some(link.clone()), &prefix),
-            signers: signers::SignerStore::new(signed(), Some(link.clone()), &prefix),
-            mailboxes: mailbox::MailboxStore::new(
-                Box::new(redis::mailbox::RedisMailboxes::new(pool.clone(), &prefix)),
+            receipts: receipts::ReceiptStore::new(
+                Box::new(receipts::RedisReceipts::new(pool.clone(), &prefix)),
                 Some(link.clone()),
                 &prefix,
             ),
-            queue: retry::RetryQueue::redis(queue, link.clone()),
+            signers: signers::SignerStore::new(
+                Box::new(signers::RedisSigners::new(pool.clone(), &prefix)),
+                Some(link.clone()),
+                &prefix,
+            ),
+            mailboxes: mailbox::MailboxStore::new(
+                Box::new(mailbox::RedisMailboxes::new(pool.clone(), &prefix)),
+                Some(link.clone()),
+                &prefix,
+            ),
+            queue: queue::RetryQueue::redis(queue, link.clone()),
             policy: policy::PolicyStore::redis(store, link.clone(), policy),
             fanout,
             link: Some(link),
@@ -153,7 +159,7 @@ impl Store {
     }
 
     /// The retry queue.
-    pub fn queue(&self) -> &retry::RetryQueue {
+    pub fn queue(&self) -> &queue::RetryQueue {
         &self.queue
     }
 

@@ -258,10 +258,10 @@ async fn an_item_past_its_window_expires_unsent() {
 /// where another replica can claim them.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_worker_hands_its_local_queue_to_redis_when_it_stops() {
+    use crate::store::connection::{RedisSettings, RedisStore};
     use crate::store::fanout::Fanout;
+    use crate::store::queue::RedisQueue;
     use crate::store::queue::Sealer;
-    use crate::store::redis::queue::RedisQueue;
-    use crate::store::redis::{RedisSettings, RedisStore};
     use crate::store::RedisFailure;
     let mut server = sealrelay_testkit::redis::RedisServer::start();
     let key = QueueKey::derive(b"shutdown hand-over");
@@ -311,7 +311,7 @@ async fn the_worker_hands_its_local_queue_to_redis_when_it_stops() {
     drop(tx);
     assert_eq!(store.queue().local_len(), 0);
     let mut found = Vec::new();
-    for _ in 0..crate::store::redis::queue::SHARDS {
+    for _ in 0..crate::store::queue::SHARDS {
         found.extend(
             other
                 .queue()

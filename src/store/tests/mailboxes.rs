@@ -4,8 +4,8 @@
 use super::*;
 
 use crate::mailbox::state::{Answer as MAnswer, Dir, Limits as MLimits, Name, Op as MOp};
-use crate::store::mailbox::MemoryMailboxes;
-use crate::store::redis::mailbox::RedisMailboxes;
+use crate::store::mailbox::memory::MemoryMailboxes;
+use crate::store::mailbox::RedisMailboxes;
 
 fn mop() -> impl Strategy<Value = (u8, i64, MOp)> {
     let dir = prop_oneof![Just(Dir::P2c), Just(Dir::C2p)];
@@ -165,7 +165,7 @@ async fn mailboxes_on_a_cluster_publish_from_the_script() {
     assert!(a.wait_ready(Duration::from_secs(10)).await);
     let b = RedisStore::connect(&s, Policy::defaults()).unwrap();
     assert!(b.wait_ready(Duration::from_secs(10)).await);
-    let fan_b = RedisFanout::connect(&s, b.pool().clone()).unwrap();
+    let fan_b = Fanout::redis(&s, b.pool().clone()).unwrap();
     let red = RedisMailboxes::new(a.pool().clone(), "mc:");
     let limits = MLimits {
         idle_ms: 60_000,

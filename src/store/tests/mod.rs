@@ -17,12 +17,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config as PtConfig, FileFailurePersistence, TestRunner};
 use sealrelay_testkit::redis::{RedisCluster, RedisServer};
 
-use super::memory::queue::MemoryQueue;
-use super::memory::MemoryStore;
-use super::queue::{Claimed, Fenced, Pending, QueueKey, Sealer};
-use super::redis::fanout::RedisFanout;
-use super::redis::queue::RedisQueue;
-use super::redis::{RedisSettings, RedisStore};
+use super::connection::{RedisSettings, RedisStore};
+use super::fanout::Fanout;
+use super::policy::MemoryStore;
+use super::queue::{Claimed, Fenced, MemoryQueue, Pending, QueueKey, RedisQueue, Sealer};
 use super::{Admission, RedisFailure, Store};
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{gcra_take, DeadReason, Decision, Policy, Ticket};

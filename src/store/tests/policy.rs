@@ -411,7 +411,7 @@ async fn a_shared_admission_never_degrades() {
     s.timeout = Duration::from_millis(300);
     let redis = RedisStore::connect(&s, Policy::defaults()).unwrap();
     assert!(redis.wait_ready(Duration::from_secs(10)).await);
-    let fanout = RedisFanout::connect(&s, redis.pool().clone()).unwrap();
+    let fanout = Fanout::redis(&s, redis.pool().clone()).unwrap();
     let store = Store::redis(
         redis,
         None,

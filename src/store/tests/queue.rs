@@ -243,7 +243,7 @@ async fn a_degraded_replicas_queue_is_handed_to_redis() {
         s.timeout = Duration::from_millis(300);
         let redis = RedisStore::connect(&s, Policy::defaults()).unwrap();
         let queue = RedisQueue::new(redis.pool().clone(), "hand:", Sealer::new(&key));
-        let fanout = RedisFanout::connect(&s, redis.pool().clone()).unwrap();
+        let fanout = Fanout::redis(&s, redis.pool().clone()).unwrap();
         Store::redis(
             redis,
             Some(queue),
@@ -276,10 +276,10 @@ async fn a_degraded_replicas_queue_is_handed_to_redis() {
     assert_eq!(a.queue().local_len(), 0);
     // B claims it from Redis (it sits in one of the shards; look through them all).
     let mut found = Vec::new();
-    for _ in 0..crate::store::redis::queue::SHARDS {
+    for _ in 0..crate::store::queue::SHARDS {
         found.extend(b.queue().claim(T0 + 1, T0 + 1_000, 10).await);
     }
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].claimed.item, item);
-    assert_eq!(found[0].origin, crate::store::retry::Origin::Shared);
+    assert_eq!(found[0].origin, crate::store::queue::Origin::Shared);
 }

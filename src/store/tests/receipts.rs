@@ -5,7 +5,7 @@ use super::*;
 use crate::signed::receipt::lifecycle::{
     Begun, Claim, Guard, NewReceipt, State as RState, Update as RUpdate, Updated,
 };
-use crate::store::receipts::MemoryReceipts;
+use crate::store::receipts::memory::MemoryReceipts;
 
 /// A push to begin on the tests' topic and signer, kept `ttl_ms`.
 fn new_receipt<'a>(
@@ -28,7 +28,8 @@ const CLAIM: Claim<'static> = Claim {
     owner: "owner",
     lease_ms: 600_000,
 };
-use crate::store::redis::signed::Signed as RedisSigned;
+use crate::store::receipts::{events_channel, ReceiptBackend, RedisReceipts};
+use crate::store::signers::{signers_channel, RedisSigners, SignerBackend};
 
 #[derive(Debug, Clone)]
 enum ROp {
@@ -106,7 +107,7 @@ fn redis_receipts_are_the_in_process_receipts() {
                 case.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
             );
             let pool = rt.block_on(redis_store(&server.url(), &prefix, Policy::defaults()));
-            let red = RedisSigned::new(pool.pool().clone(), &prefix);
+            let red = RedisReceipts::new(pool.pool().clone(), &prefix);
             let mem = MemoryReceipts::default();
             let ttl = 86_400_000;
             let mut now = T0;
@@ -161,13 +162,13 @@ fn redis_receipts_are_the_in_process_receipts() {
                         prop_assert_eq!(a, b, "op {} {:?}", i, op);
                         // And the receipt as stored after it.
                         let a = mem.get(&id, now);
-                        let b = rt.block_on(red.get(&id)).unwrap();
+                        let b = rt.block_on(red.get(&id, now)).unwrap();
                         prop_assert_eq!(a, b, "after op {} {:?}", i, op);
                     }
                     ROp::Get { push } => {
                         let id = push_id(*push);
                         let a = mem.get(&id, now);
-                        let b = rt.block_on(red.get(&id)).unwrap();
+                        let b = rt.block_on(red.get(&id, now)).unwrap();
                         prop_assert_eq!(a, b, "op {} {:?}", i, op);
                     }
                 }
@@ -184,7 +185,7 @@ fn redis_receipts_are_the_in_process_receipts() {
 async fn a_lapsed_lease_is_taken_over_by_redis_time() {
     let server = RedisServer::start();
     let store = redis_store(&server.url(), "lease:", Policy::defaults()).await;
-    let red = RedisSigned::new(store.pool().clone(), "lease:");
+    let red = RedisReceipts::new(store.pool().clone(), "lease:");
     let id = push_id(9);
     let t = vec![rtarget(1), rtarget(2)];
     // Long leases where a check needs one to hold (so a slow machine cannot fail it),
@@ -257,7 +258,7 @@ async fn a_lapsed_lease_is_taken_over_by_redis_time() {
     );
     // Settled: nobody takes a lease any more.
     assert_eq!(begin(claim("a", long), T0).await, Some(false));
-    let r = red.get(&id).await.unwrap().unwrap();
+    let r = red.get(&id, T0).await.unwrap().unwrap();
     assert!(r.settled);
 }
 
@@ -267,7 +268,7 @@ async fn a_lapsed_lease_is_taken_over_by_redis_time() {
 async fn receipt_keys_expire_and_hold_no_token() {
     let server = RedisServer::start();
     let store = redis_store(&server.url(), "rk:", Policy::defaults()).await;
-    let red = RedisSigned::new(store.pool().clone(), "rk:");
+    let red = RedisReceipts::new(store.pool().clone(), "rk:");
     let device = token(7);
     let target = device.hash16();
     let id = push_id(1);
@@ -291,7 +292,7 @@ async fn receipt_keys_expire_and_hold_no_token() {
             .unwrap(),
         Updated::Applied(1)
     );
-    let r = red.get(&id).await.unwrap().unwrap();
+    let r = red.get(&id, T0).await.unwrap().unwrap();
     assert!(r.settled);
     assert_eq!(
         r.events.iter().map(|e| e.sequence).collect::<Vec<_>>(),
@@ -320,8 +321,8 @@ async fn receipt_events_are_published_from_the_script_on_a_cluster() {
     assert!(a.wait_ready(Duration::from_secs(10)).await);
     let b = RedisStore::connect(&s, Policy::defaults()).unwrap();
     assert!(b.wait_ready(Duration::from_secs(10)).await);
-    let fan_b = RedisFanout::connect(&s, b.pool().clone()).unwrap();
-    let red = RedisSigned::new(a.pool().clone(), "cl:");
+    let fan_b = Fanout::redis(&s, b.pool().clone()).unwrap();
+    let red = RedisReceipts::new(a.pool().clone(), "cl:");
     let mut masters = std::collections::HashSet::new();
     let mut ids = Vec::new();
     for n in 0..=255u8 {
@@ -334,7 +335,7 @@ async fn receipt_events_are_published_from_the_script_on_a_cluster() {
     }
     assert_eq!(ids.len(), 3, "a push on every master");
     for id in &ids {
-        let channel = crate::store::fanout::Channel::sharded(red.events_channel(id));
+        let channel = events_channel("cl:", id);
         let mut sub = tokio::time::timeout(Duration::from_secs(10), async {
             loop {
                 match fan_b.subscribe(&channel).await {
@@ -375,7 +376,8 @@ async fn receipt_events_are_published_from_the_script_on_a_cluster() {
         assert_eq!(seqs, vec![2, 3], "{got}");
     }
     // Signers: enrolled on A, announced to B.
-    let channel = crate::store::fanout::Channel::global(red.signers_channel());
+    let red = RedisSigners::new(a.pool().clone(), "cl:");
+    let channel = signers_channel("cl:");
     let mut sub = fan_b.subscribe(&channel).await.unwrap();
     red.enroll("ed25519:ops", &"A".repeat(43), &["t".to_owned()], T0)
         .await

@@ -264,7 +264,7 @@ fn only_the_wiring_reads_the_configuration() {
 
 // --- Inside the modules: every folder's children form no circle and none climbs back -----
 //
-// A module with children (`push/`, `store/redis/`, `mailbox/push.rs` with `mailbox/push/`)
+// A module with children (`push/`, `store/fanout/`, `mailbox/push.rs` with `mailbox/push/`)
 // is a small layered graph of its own: its children (files and folders) may import each
 // other without a circle, and none of them may use an item defined in the module's own
 // file (`mod.rs`, or `push.rs` beside `push/`), which sits above them: shared types go in

@@ -417,7 +417,7 @@ pub struct MailboxRedisArgs {
     c: Common,
 }
 
-/// The relay's keys and channel of a mailbox (`src/store/redis/mailbox.rs`).
+/// The relay's keys and channel of a mailbox (`src/store/mailbox/redis.rs`).
 fn mb_keys(prefix: &str, app: &str, id: &str) -> (Vec<String>, String) {
     let d = ring::digest::digest(&ring::digest::SHA256, format!("{app}/{id}").as_bytes());
     let name: String = d.as_ref()[..16]

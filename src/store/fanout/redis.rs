@@ -15,9 +15,11 @@ use fred::prelude::*;
 use fred::types::MessageKind;
 use tokio::sync::watch;
 
-use super::client::{err, RedisSettings};
+use super::channel::Channel;
+use super::memory::Hub;
+use super::transport::Transport;
 use crate::store::common::StoreError;
-use crate::store::fanout::{Channel, Fanout, Hub, Transport};
+use crate::store::connection::client::{err, RedisSettings};
 
 /// Publishing and subscribing through Redis.
 pub struct RedisFanout {
@@ -75,9 +77,13 @@ const SUBSCRIBER_BUFFER: usize = 4096;
 const SUBSCRIBER_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl RedisFanout {
-    /// Connects the subscriber (in the background, retried like the pool) and returns the
-    /// seam. `publisher` is the store's command pool.
-    pub fn connect(settings: &RedisSettings, publisher: Pool) -> anyhow::Result<Fanout> {
+    /// Connects the subscriber (in the background, retried like the pool), feeding `hub`;
+    /// `publisher` is the store's command pool. With the counter of resynchronisations.
+    pub(crate) fn connect(
+        settings: &RedisSettings,
+        publisher: Pool,
+        hub: Arc<Hub>,
+    ) -> anyhow::Result<(Arc<RedisFanout>, watch::Receiver<u64>)> {
         let mut config = Config::from_url(&settings.url)
             .map_err(|e| anyhow::anyhow!("REDIS_URL is not valid: {}", e.details()))?;
         config.fail_fast = false;
@@ -97,7 +103,6 @@ impl RedisFanout {
             .map_err(|e| anyhow::anyhow!("Redis subscriber: {}", e.details()))?;
         // The connection task runs on by itself (and reconnects); its handle is not needed.
         drop(subscriber.connect());
-        let hub: Arc<Hub> = Arc::default();
         let (resync_tx, resync_rx) = watch::channel(0u64);
         let resync_tx = Arc::new(resync_tx);
         let ops = Arc::new(tokio::sync::RwLock::new(()));
@@ -172,16 +177,13 @@ impl RedisFanout {
                 }
             });
         }
-        Ok(Fanout::with_transport(
-            hub,
-            Arc::new(RedisFanout {
-                publisher,
-                subscriber,
-                ops,
-                channels: ChannelLocks::default(),
-            }),
-            resync_rx,
-        ))
+        let transport = Arc::new(RedisFanout {
+            publisher,
+            subscriber,
+            ops,
+            channels: ChannelLocks::default(),
+        });
+        Ok((transport, resync_rx))
     }
 }
 

@@ -13,15 +13,20 @@
 //! operation runs there until Redis answers again; with `reject` the error is returned.
 //! Round trips: one per admission on the happy path; the others only on their events.
 
+mod memory;
+mod redis;
+
+pub use redis::admit_lua;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::common::{Admission, Link, RedisFailure, StoreError, StoreOp};
-use super::memory::MemoryStore;
-use super::redis::RedisStore;
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{DeadReason, Policy, Ticket};
+use crate::store::common::{Admission, Link, RedisFailure, StoreError, StoreOp};
+use crate::store::connection::RedisStore;
+pub use memory::MemoryStore;
 
 /// Per-device policy state: in process, and in Redis when configured.
 #[derive(Debug)]

@@ -15,161 +15,25 @@
 //! behind loses the oldest messages; both the loss and the publish-to-receive delay are
 //! counted.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+mod channel;
+mod memory;
+mod redis;
+mod transport;
+
+pub use channel::Channel;
+pub(crate) use channel::{frame, unframe};
+use redis::RedisFanout;
+
+use memory::Hub;
+use transport::Transport;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{broadcast, watch};
 
-use super::common::{StoreError, StoreOp};
-
-/// Messages a subscriber may fall behind by before it loses the oldest.
-const BUFFER: usize = 256;
-/// The same for a signal rendezvous's channel (names ending `:sig`), which carries bursts
-/// of frames: a side's whole frame bucket (400) with room to spare.
-const SIGNAL_BUFFER: usize = 1024;
-
-/// Where a message goes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Channel {
-    name: String,
-    sharded: bool,
-}
-
-impl Channel {
-    /// A channel bound to a hash tag (its name contains `{tag}`): sharded pub/sub on the
-    /// tag's Cluster slot.
-    pub fn sharded(name: String) -> Self {
-        debug_assert!(name.contains('{') && name.contains('}'));
-        Self {
-            name,
-            sharded: true,
-        }
-    }
-
-    /// A cluster-wide channel (plain pub/sub).
-    pub fn global(name: String) -> Self {
-        Self {
-            name,
-            sharded: false,
-        }
-    }
-
-    /// Its name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Whether it is sharded.
-    pub fn is_sharded(&self) -> bool {
-        self.sharded
-    }
-
-    /// How far a local subscriber may fall behind.
-    fn buffer(&self) -> usize {
-        if self.name.ends_with(":sig") {
-            SIGNAL_BUFFER
-        } else {
-            BUFFER
-        }
-    }
-}
-
-/// A message as it travels: the publish instant (ms, for the delay metric) in decimal, a
-/// newline, the payload. Text, so a Lua script can publish a frame too.
-pub(crate) fn frame(payload: &[u8], now_ms: i64) -> Bytes {
-    let mut b = Vec::with_capacity(payload.len() + 16);
-    b.extend_from_slice(now_ms.to_string().as_bytes());
-    b.push(b'\n');
-    b.extend_from_slice(payload);
-    Bytes::from(b)
-}
-
-/// Splits a travelling message; `None` for anything that is not one.
-pub(crate) fn unframe(b: &Bytes) -> Option<(i64, Bytes)> {
-    let nl = b.iter().position(|&c| c == b'\n')?;
-    let at = std::str::from_utf8(&b[..nl]).ok()?.parse().ok()?;
-    Some((at, b.slice(nl + 1..)))
-}
-
-/// In-process fan-out: one broadcast channel per channel name. Also the local end of the
-/// Redis fan-out, which feeds it from the Redis subscription.
-#[derive(Debug, Default)]
-pub(crate) struct Hub {
-    channels: Mutex<HashMap<Channel, broadcast::Sender<Bytes>>>,
-}
-
-impl Hub {
-    /// A receiver for `channel`; true when the channel had no local subscriber before.
-    pub(crate) fn join(&self, channel: &Channel) -> (broadcast::Receiver<Bytes>, bool) {
-        let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        match map.get(channel) {
-            Some(tx) => (tx.subscribe(), false),
-            None => {
-                let (tx, rx) = broadcast::channel(channel.buffer());
-                map.insert(channel.clone(), tx);
-                (rx, true)
-            }
-        }
-    }
-
-    /// Hands a travelling message to the local subscribers of `channel`.
-    pub(crate) fn deliver(&self, channel: &Channel, message: Bytes) {
-        let map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(tx) = map.get(channel) {
-            let _ = tx.send(message);
-        }
-    }
-
-    /// Forgets `channel` if nobody listens to it any more; true when it was forgotten (its
-    /// Redis subscription is then dropped too).
-    pub(crate) fn release(&self, channel: &Channel) -> bool {
-        let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if map.get(channel).is_some_and(|tx| tx.receiver_count() == 0) {
-            map.remove(channel);
-            return true;
-        }
-        false
-    }
-
-    /// Forgets channels nobody listens to any more; returns them.
-    pub(crate) fn prune(&self) -> Vec<Channel> {
-        let mut map = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        let idle: Vec<Channel> = map
-            .iter()
-            .filter(|(_, tx)| tx.receiver_count() == 0)
-            .map(|(c, _)| c.clone())
-            .collect();
-        for c in &idle {
-            map.remove(c);
-        }
-        idle
-    }
-
-    /// Whether `channel` has a local subscriber.
-    pub(crate) fn has(&self, channel: &Channel) -> bool {
-        self.channels
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(channel)
-            .is_some_and(|tx| tx.receiver_count() > 0)
-    }
-}
-
-/// How messages cross between replicas: Redis pub/sub ([`super::redis::fanout`]), or
-/// nothing at all in process (the [`Hub`] alone delivers). A transport takes the message as
-/// it travels ([`frame`]), so a Lua script that publishes from inside its own transaction
-/// sends the same bytes.
-#[async_trait::async_trait]
-pub(crate) trait Transport: Send + Sync + std::fmt::Debug {
-    /// Publishes one travelling message to every replica.
-    async fn publish(&self, channel: &Channel, message: Bytes) -> Result<(), StoreError>;
-    /// Makes sure this replica listens to `channel` (`first`: it had no local subscriber).
-    async fn subscribe(&self, channel: &Channel, first: bool) -> Result<(), StoreError>;
-    /// Stops listening to channels no local subscriber of `hub` wants any more.
-    async fn unsubscribe(&self, idle: &[Channel], hub: &Hub);
-}
+use crate::store::common::{StoreError, StoreOp};
 
 /// The fan-out seam.
 #[derive(Debug, Clone)]
@@ -197,17 +61,20 @@ impl Fanout {
 
     /// Across replicas through `transport`, which feeds `hub` with what it receives and
     /// moves `resyncs` whenever messages may have been lost.
-    pub(crate) fn with_transport(
-        hub: Arc<Hub>,
-        transport: Arc<dyn Transport>,
-        resyncs: watch::Receiver<u64>,
-    ) -> Self {
-        Self {
+    /// Across replicas through Redis pub/sub: connects the subscriber (in the background,
+    /// retried like the pool); `publisher` is the store's command pool.
+    pub fn redis(
+        settings: &crate::store::connection::RedisSettings,
+        publisher: fred::prelude::Pool,
+    ) -> anyhow::Result<Self> {
+        let hub: Arc<Hub> = Arc::default();
+        let (transport, resyncs) = RedisFanout::connect(settings, publisher, hub.clone())?;
+        Ok(Self {
             hub,
             transport: Some(transport),
             resyncs,
             _never: None,
-        }
+        })
     }
 
     /// Publishes `payload` to every subscriber of `channel` on every replica.
@@ -352,17 +219,8 @@ impl Subscription {
 
 #[cfg(test)]
 mod tests {
+    use super::channel::BUFFER;
     use super::*;
-
-    impl Hub {
-        /// Channels with at least one local subscriber.
-        pub(crate) fn len(&self) -> usize {
-            self.channels
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .len()
-        }
-    }
 
     impl Fanout {
         /// Channels with a local subscriber (for tests and diagnostics).

@@ -1,23 +1,16 @@
-//! Receipts of signed pushes as the store keeps them: in process ([`MemoryReceipts`] under a
-//! lock, [`InProcessReceipts`] publishing on the in-process fan-out) or in Redis
-//! (`store::redis::signed`), behind one [`ReceiptBackend`], with [`ReceiptStore`] what the
-//! relay uses. The rules every change follows are the signed front-end's
-//! ([`crate::signed::receipt::lifecycle`]); the in-process backend runs them under its lock,
-//! and `receipt_begin.lua` / `receipt_update.lua` mirror them.
-//!
-//! Both backends publish a change's new events on the push's channel ([`events_channel`])
-//! from inside the change itself: the in-process backend under its lock's result, the Redis
-//! one from `receipt_update.lua`, so a subscriber sees the same messages on either.
+//! Receipts in process: [`MemoryReceipts`] under a lock, running the lifecycle's rules, and
+//! [`InProcessReceipts`], which publishes each change's new events on the in-process
+//! fan-out right after the lock.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::common::{StoreError, StoreOp};
-use super::concern::{Concern, InProcess};
-use super::fanout::Channel;
+use super::backend::{events_channel, ReceiptBackend};
 use crate::signed::receipt::lifecycle::{
     self, events_message, Begun, Claim, Guard, Lease, NewReceipt, Receipt, Update, Updated,
 };
+use crate::store::common::StoreError;
+use crate::store::concern::InProcess;
 
 /// One receipt in process memory: the receipt, when it expires, and its lease.
 #[derive(Debug)]
@@ -95,40 +88,6 @@ impl MemoryReceipts {
     }
 }
 
-/// The channel a push's receipt events are published on, under the store's key prefix.
-pub fn events_channel(prefix: &str, push_id: &str) -> Channel {
-    Channel::sharded(format!("{prefix}{{r:{push_id}}}:events"))
-}
-
-/// Where receipts live: in process or in Redis.
-#[async_trait::async_trait]
-pub trait ReceiptBackend: Send + Sync + std::fmt::Debug {
-    /// Creates a push's receipt, or finds the one its id has (see
-    /// [`lifecycle::begin`]).
-    async fn begin(
-        &self,
-        new: &NewReceipt<'_>,
-        claim: &Claim<'_>,
-        now_ms: i64,
-    ) -> Result<Begun, StoreError>;
-
-    /// Applies target changes under `guard` (see [`lifecycle::apply`]) and publishes the new events.
-    async fn update(
-        &self,
-        push_id: &str,
-        updates: &[Update],
-        guard: Guard,
-        now_ms: i64,
-        ttl_ms: i64,
-    ) -> Result<Updated, StoreError>;
-
-    /// A push's receipt, while kept.
-    async fn get(&self, push_id: &str, now_ms: i64) -> Result<Option<Receipt>, StoreError>;
-
-    /// Forgets receipts past their TTL (the in-process backend; Redis expires keys itself).
-    fn sweep(&self, _now_ms: i64) {}
-}
-
 /// Receipts in process, publishing their events on the in-process fan-out.
 pub type InProcessReceipts = InProcess<MemoryReceipts>;
 
@@ -170,58 +129,6 @@ impl ReceiptBackend for InProcessReceipts {
 
     fn sweep(&self, now_ms: i64) {
         self.memory.sweep(now_ms);
-    }
-}
-
-/// The signed-push API's receipts. They need the shared store for their guarantees (a
-/// replay must never send twice), so they never fall back to a replica's memory: while
-/// degraded they fail, and the API answers 503. Without Redis (one replica) they live in
-/// process.
-pub type ReceiptStore = Concern<dyn ReceiptBackend>;
-
-impl ReceiptStore {
-    /// The channel a push's receipt events are published on.
-    pub fn events_channel(&self, push_id: &str) -> Channel {
-        events_channel(self.prefix(), push_id)
-    }
-
-    /// Creates a push's receipt with `claim` holding its lease, or finds the one its id
-    /// has (see [`lifecycle::begin`]).
-    pub async fn begin(
-        &self,
-        new: &NewReceipt<'_>,
-        claim: &Claim<'_>,
-        now_ms: i64,
-    ) -> Result<Begun, StoreError> {
-        self.call(StoreOp::ReceiptBegin, |b| b.begin(new, claim, now_ms))
-            .await
-    }
-
-    /// Applies target changes under `guard` (see [`lifecycle::apply`]) and publishes the
-    /// new events to every replica.
-    pub async fn update(
-        &self,
-        push_id: &str,
-        updates: &[Update],
-        guard: Guard,
-        now_ms: i64,
-        ttl_ms: i64,
-    ) -> Result<Updated, StoreError> {
-        self.call(StoreOp::ReceiptUpdate, |b| {
-            b.update(push_id, updates, guard, now_ms, ttl_ms)
-        })
-        .await
-    }
-
-    /// A push's receipt, while kept.
-    pub async fn get(&self, push_id: &str, now_ms: i64) -> Result<Option<Receipt>, StoreError> {
-        self.call(StoreOp::ReceiptGet, |b| b.get(push_id, now_ms))
-            .await
-    }
-
-    /// Forgets in-process receipts past their TTL (called periodically).
-    pub fn sweep(&self, now_ms: i64) {
-        self.backend().sweep(now_ms);
     }
 }
 

@@ -8,15 +8,13 @@
 //! caller's clock, so tests can drive it), and a background sweep drops dead entries so
 //! memory stays bounded by the number of active devices.
 
-pub mod queue;
-
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{self, DeadReason, DeviceState, Policy, Ticket};
 
-use super::common::Admission;
+use crate::store::common::Admission;
 
 const SHARDS: usize = 64;
 

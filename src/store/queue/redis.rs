@@ -6,9 +6,9 @@
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
-use super::client::err;
+use super::item::{random_u32, Claimed, Fenced, Pending, Sealer, SHARD_CAP};
 use crate::store::common::StoreError;
-use crate::store::queue::{random_u32, Claimed, Fenced, Pending, Sealer, SHARD_CAP};
+use crate::store::connection::client::err;
 
 /// Queue shards (Redis hash tags).
 pub const SHARDS: usize = 8;

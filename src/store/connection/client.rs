@@ -14,7 +14,7 @@ use super::sentinel;
 use crate::policy::Policy;
 use crate::store::common::StoreError;
 
-pub(super) const GCRA_LUA: &str = include_str!("gcra.lua");
+pub(crate) const GCRA_LUA: &str = include_str!("gcra.lua");
 
 /// A script with the shared GCRA function (`gcra.lua`) in front of it.
 pub(crate) fn with_gcra(body: &str) -> Script {
@@ -38,16 +38,16 @@ pub struct RedisSettings {
 
 /// Policy state in Redis.
 pub struct RedisStore {
-    pub(super) pool: Pool,
-    pub(super) prefix: String,
-    pub(super) policy: Policy,
+    pub(in crate::store) pool: Pool,
+    pub(in crate::store) prefix: String,
+    pub(in crate::store) policy: Policy,
     /// A device's hash is pruned of dead fields once it has more than this ([`PRUNE_OVER`];
     /// the differential tests set 0, so they cover pruning on every write).
     pub(in crate::store) prune_over: usize,
     /// How long a client bucket's key outlives its refill, ms (clock skew between replicas).
     /// (Tests whose logical clock runs far ahead of real time keep them for the whole test.)
     pub(in crate::store) client_slack_ms: i64,
-    pub(super) connected: Arc<AtomicBool>,
+    pub(in crate::store) connected: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for RedisStore {

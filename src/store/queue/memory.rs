@@ -1,12 +1,12 @@
 //! The in-process retry queue: the same semantics as the Redis queue (due times, leases,
 //! fencing tokens, the shard cap), for a single replica, and for a replica whose Redis is
 //! away (degraded mode). Items it holds while degraded are handed to Redis when Redis
-//! answers again and at shutdown (see [`crate::store::retry::RetryQueue::flush_local`]).
+//! answers again and at shutdown (see [`crate::store::queue::RetryQueue::flush_local`]).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
-use crate::store::queue::{Claimed, Fenced, Pending, SHARD_CAP};
+use super::item::{Claimed, Fenced, Pending, SHARD_CAP};
 
 /// The in-process queue.
 #[derive(Debug, Default)]
@@ -143,7 +143,7 @@ impl MemoryQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::queue::tests::item;
+    use crate::store::queue::item::tests::item;
 
     impl MemoryQueue {
         /// Whether nothing waits.

@@ -1,5 +1,5 @@
-//! The retry queue's vocabulary, shared by the in-process queue ([`super::memory::queue`])
-//! and the Redis queue ([`super::redis::queue`]): the item, the claim that fences it, the
+//! The retry queue's vocabulary, shared by the in-process queue ([`super::memory`])
+//! and the Redis queue ([`super::redis`]): the item, the claim that fences it, the
 //! backoff, and the sealing of items at rest.
 //!
 //! Notifications whose first APNs attempt failed transiently (connection error, timeout,
@@ -19,9 +19,9 @@
 //! given the same key in different encodings agree). An item that cannot be opened is never
 //! dropped silently: it is moved aside, counted, and logged with the reason.
 
-use super::common::DecodeKind;
 use crate::device::Environment;
 use crate::policy::{Ticket, TicketKind, STALENESS_S};
+use crate::store::common::DecodeKind;
 
 /// One notification waiting for another attempt. Stored (sealed) as [`wire::Pending`], whose
 /// field names and codes are the stored format; [`Pending::decode`] is the only way back.

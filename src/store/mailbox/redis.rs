@@ -8,10 +8,10 @@ use bytes::Bytes;
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
-use super::client::{err, with_gcra, GCRA_LUA};
+use super::backend::{event_channel, MailboxBackend};
 use crate::mailbox::state::{Answer, Envelope, Limits, Name, Op, PushDecision};
 use crate::store::common::StoreError;
-use crate::store::mailbox::{event_channel, MailboxBackend};
+use crate::store::connection::client::{err, with_gcra, GCRA_LUA};
 
 /// The mailbox script exactly as the relay loads it (the benchmark measures Redis's ceiling
 /// with it).

@@ -1,6 +1,6 @@
 //! The retry queue as the relay uses it ([`RetryQueue`]): this replica's in-process queue
 //! ([`MemoryQueue`]) and the shared queue in Redis ([`RedisQueue`]) side by side, with the
-//! vocabulary (items, claims, fencing, sealing) in [`super::queue`].
+//! vocabulary (items, claims, fencing, sealing) in [`item`].
 //!
 //! New items go to Redis when it is there and answering, else in process; claims take from
 //! both (the in-process queue first, then one Redis shard, round robin over calls); a
@@ -8,14 +8,20 @@
 //! was away are handed over when it answers again and at shutdown
 //! ([`RetryQueue::flush_local`]).
 
+pub mod item;
+mod memory;
+mod redis;
+
+pub use item::{backoff_ms, random_u32, Claimed, Fenced, Pending, QueueKey, Sealer};
+pub use redis::{RedisQueue, SHARDS};
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::common::{Link, RedisFailure, StoreError, StoreOp};
-use super::memory::queue::MemoryQueue;
-use super::queue::{Claimed, Fenced, Pending};
-use super::redis::queue::{RedisQueue, ShardStats, SHARDS};
+use crate::store::common::{Link, RedisFailure, StoreError, StoreOp};
+pub use memory::MemoryQueue;
+use redis::ShardStats;
 
 /// Which queue a claimed item came from, so it is settled where it lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

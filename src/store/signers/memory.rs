@@ -1,21 +1,13 @@
-//! Enrolled signers as the store keeps them: one record per key id
-//! (`crate::signed::enrolment`'s [`Signer`], whose rules the backends run). Every replica caches
-//! them (`crate::signed::signers`) and drops an entry when the fan-out says it changed.
-//!
-//! [`SignerStore`] is what the relay uses: one [`SignerBackend`], in process
-//! ([`InProcessSigners`], here) or in Redis (`store::redis::signed`). Both publish the key
-//! id of every enrolment and revocation on the signers' channel ([`signers_channel`]) from
-//! inside the change itself: the in-process backend right after its lock, the Redis one from
-//! `signer_enroll.lua` and `signer_revoke.lua`.
+//! Signers in process: [`MemorySigners`] under a lock, running the enrolment's rules, and
+//! [`InProcessSigners`], which publishes each change on the in-process fan-out.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use super::common::{StoreError, StoreOp};
-use super::concern::{Concern, InProcess};
-use super::fanout::Channel;
-
+use super::backend::{signers_channel, SignerBackend};
 use crate::signed::enrolment::{enroll, revoke, Enrolled, Signer};
+use crate::store::common::StoreError;
+use crate::store::concern::InProcess;
 
 /// Signers in process memory.
 #[derive(Debug, Default)]
@@ -61,30 +53,6 @@ impl MemorySigners {
     }
 }
 
-/// The channel signer changes are published on, under the store's key prefix.
-pub fn signers_channel(prefix: &str) -> Channel {
-    Channel::global(format!("{prefix}signers"))
-}
-
-/// Where signers live: in process or in Redis.
-#[async_trait::async_trait]
-pub trait SignerBackend: Send + Sync + std::fmt::Debug {
-    /// One signer.
-    async fn get(&self, key_id: &str) -> Result<Option<Signer>, StoreError>;
-    /// Enrols or updates a signer (see [`enroll`]), and tells every replica.
-    async fn enroll(
-        &self,
-        key_id: &str,
-        public_key: &str,
-        topics: &[String],
-        now_ms: i64,
-    ) -> Result<(Signer, Enrolled), StoreError>;
-    /// Revokes a signer, and tells every replica; `None` for an unknown key id.
-    async fn revoke(&self, key_id: &str, now_ms: i64) -> Result<Option<Signer>, StoreError>;
-    /// Every signer, by key id.
-    async fn list(&self) -> Result<Vec<Signer>, StoreError>;
-}
-
 /// Signers in process, publishing their changes on the in-process fan-out.
 pub type InProcessSigners = InProcess<MemorySigners>;
 
@@ -120,48 +88,6 @@ impl SignerBackend for InProcessSigners {
 
     async fn list(&self) -> Result<Vec<Signer>, StoreError> {
         Ok(self.memory.list())
-    }
-}
-
-/// The signed-push API's signers. Like receipts they need the shared store (a revocation
-/// must hold everywhere), so they never fall back to a replica's memory: while degraded
-/// they fail, and the API answers 503. Without Redis (one replica) they live in process.
-pub type SignerStore = Concern<dyn SignerBackend>;
-
-impl SignerStore {
-    /// The channel signer changes are published on.
-    pub fn channel(&self) -> Channel {
-        signers_channel(self.prefix())
-    }
-
-    /// One signer.
-    pub async fn get(&self, key_id: &str) -> Result<Option<Signer>, StoreError> {
-        self.call(StoreOp::SignerGet, |b| b.get(key_id)).await
-    }
-
-    /// Enrols or updates a signer, and tells every replica.
-    pub async fn enroll(
-        &self,
-        key_id: &str,
-        public_key: &str,
-        topics: &[String],
-        now_ms: i64,
-    ) -> Result<(Signer, Enrolled), StoreError> {
-        self.call(StoreOp::SignerEnroll, |b| {
-            b.enroll(key_id, public_key, topics, now_ms)
-        })
-        .await
-    }
-
-    /// Revokes a signer, and tells every replica; `None` for an unknown key id.
-    pub async fn revoke(&self, key_id: &str, now_ms: i64) -> Result<Option<Signer>, StoreError> {
-        self.call(StoreOp::SignerRevoke, |b| b.revoke(key_id, now_ms))
-            .await
-    }
-
-    /// Every signer.
-    pub async fn list(&self) -> Result<Vec<Signer>, StoreError> {
-        self.call(StoreOp::SignerList, |b| b.list()).await
     }
 }
 

@@ -1,19 +1,13 @@
-//! Mailboxes as the store keeps them: in process ([`MemoryMailboxes`] under a lock,
-//! [`InProcessMailboxes`] publishing on the in-process fan-out) or in Redis
-//! (`store::redis::mailbox`), behind one [`MailboxBackend`], with [`MailboxStore`] what the
-//! front-end uses. The rules every request follows are the mailbox front-end's
-//! ([`crate::mailbox::state`]); the in-process backend runs them under its lock, and
-//! `mailbox.lua` mirrors them. Both publish what live sockets must hear ([`MailboxEvent`]) on
-//! the mailbox's channel ([`event_channel`]) from inside the request itself: the in-process
-//! backend right after its lock, the Redis one from `mailbox.lua`, in the same bytes.
+//! Mailboxes in process: [`MemoryMailboxes`] under a lock, running the mailbox's rules, and
+//! [`InProcessMailboxes`], which publishes each request's events on the in-process fan-out.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use super::common::{DecodeKind, StoreError, StoreOp};
-use super::concern::{Concern, InProcess};
-use super::fanout::Channel;
+use super::backend::{event_channel, MailboxBackend};
 use crate::mailbox::state::{self, Answer, Kept, Limits, Mailbox, MailboxEvent, Name, Op};
+use crate::store::common::StoreError;
+use crate::store::concern::InProcess;
 
 /// Mailboxes in process memory.
 #[derive(Debug, Default)]
@@ -60,47 +54,6 @@ impl MemoryMailboxes {
     }
 }
 
-/// [`MailboxEvent::decode`] for a message received on a mailbox's channel, where anything
-/// else is counted (`sealrelay_store_decode_errors_total{kind="mailbox_event"}`) and skipped.
-pub fn receive_event(message: &[u8]) -> Option<MailboxEvent> {
-    let ev = MailboxEvent::decode(message);
-    if ev.is_none() {
-        DecodeKind::MailboxEvent.count();
-    }
-    ev
-}
-
-/// The channel a mailbox's live sockets listen on ([`MailboxEvent`]), under the store's key
-/// prefix.
-pub fn event_channel(prefix: &str, name: &Name) -> Channel {
-    Channel::sharded(format!("{prefix}{{mb:{}}}:ev", name.as_str()))
-}
-
-/// The channel of a mailbox's signal rendezvous (presence, replacement, frames), under the
-/// store's key prefix.
-pub fn signal_channel(prefix: &str, name: &Name) -> Channel {
-    Channel::sharded(format!("{prefix}{{mb:{}}}:sig", name.as_str()))
-}
-
-/// Where mailboxes live: in process or in Redis.
-#[async_trait::async_trait]
-pub trait MailboxBackend: Send + Sync + std::fmt::Debug {
-    /// One request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer`, publishing its
-    /// [`MailboxEvent`] if it makes one (best effort, like Redis pub/sub: the answer stands).
-    async fn apply(
-        &self,
-        name: &Name,
-        bearer: &str,
-        op: &Op,
-        now_ms: i64,
-        limits: Limits,
-    ) -> Result<Answer, StoreError>;
-
-    /// Forgets mailboxes idle past their time (the in-process backend; Redis expires keys
-    /// itself).
-    fn sweep(&self, _now_ms: i64) {}
-}
-
 /// Mailboxes in process, publishing their events on the in-process fan-out.
 pub type InProcessMailboxes = InProcess<MemoryMailboxes>;
 
@@ -129,50 +82,11 @@ impl MailboxBackend for InProcessMailboxes {
     }
 }
 
-/// Mailboxes as the front-end uses them (MAILBOX.md). Like receipts, they need the shared
-/// store (every limit is cluster-wide and any replica serves any request), so while
-/// degraded they fail and the front-end answers 503. Without Redis (one replica) they live
-/// in process.
-pub type MailboxStore = Concern<dyn MailboxBackend>;
-
-impl MailboxStore {
-    /// The channel a mailbox's live sockets listen on: its [`MailboxEvent`]s.
-    pub fn channel(&self, name: &Name) -> Channel {
-        event_channel(self.prefix(), name)
-    }
-
-    /// The channel of a mailbox's signal rendezvous (presence, replacement, frames).
-    pub fn signal_channel(&self, name: &Name) -> Channel {
-        signal_channel(self.prefix(), name)
-    }
-
-    /// One mailbox request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer`. One
-    /// round trip on Redis; what live sockets must hear is published by the same script
-    /// (in process: by the same call).
-    pub async fn apply(
-        &self,
-        name: &Name,
-        bearer: &str,
-        op: &Op,
-        now_ms: i64,
-        limits: Limits,
-    ) -> Result<Answer, StoreError> {
-        self.call(StoreOp::Mailbox, |b| {
-            b.apply(name, bearer, op, now_ms, limits)
-        })
-        .await
-    }
-
-    /// Forgets in-process mailboxes idle past their time (called periodically).
-    pub fn sweep(&self, now_ms: i64) {
-        self.backend().sweep(now_ms);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::mailbox::state::Dir;
+    use crate::store::mailbox::receive_event;
     use bytes::Bytes;
 
     impl MemoryMailboxes {

@@ -9,10 +9,10 @@
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
-use super::client::{err, with_gcra, RedisStore, GCRA_LUA};
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{DeadReason, Decision, Ticket, TicketKind};
 use crate::store::common::{Admission, StoreError};
+use crate::store::connection::client::{err, with_gcra, RedisStore, GCRA_LUA};
 
 /// The admission script exactly as the relay loads it (the benchmark measures Redis's
 /// ceiling with it).
