@@ -126,7 +126,10 @@ impl Store {
                 Some(link.clone()),
                 &prefix,
             ),
-            queue: queue::RetryQueue::redis(queue, link.clone()),
+            queue: queue::RetryQueue::shared(
+                queue.map(|q| Box::new(q) as Box<dyn queue::QueueBackend>),
+                link.clone(),
+            ),
             policy: policy::PolicyStore::redis(store, link.clone(), policy),
             fanout,
             link: Some(link),

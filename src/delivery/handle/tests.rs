@@ -311,7 +311,7 @@ async fn the_worker_hands_its_local_queue_to_redis_when_it_stops() {
     drop(tx);
     assert_eq!(store.queue().local_len(), 0);
     let mut found = Vec::new();
-    for _ in 0..crate::store::queue::SHARDS {
+    for _ in 0..crate::store::queue::redis::SHARDS {
         found.extend(
             other
                 .queue()

@@ -14,7 +14,8 @@ use std::sync::Mutex;
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{self, DeadReason, DeviceState, Policy, Ticket};
 
-use crate::store::common::Admission;
+use super::backend::PolicyBackend;
+use crate::store::common::{Admission, StoreError};
 
 const SHARDS: usize = 64;
 
@@ -185,6 +186,73 @@ impl MemoryStore {
             .iter()
             .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).len())
             .sum()
+    }
+}
+
+#[async_trait::async_trait]
+impl PolicyBackend for MemoryStore {
+    async fn admit(
+        &self,
+        device: &DeviceToken,
+        collapse_id: &str,
+        flap_key: &str,
+        now_ms: i64,
+    ) -> Result<Admission, StoreError> {
+        Ok(MemoryStore::admit(
+            self,
+            device,
+            collapse_id,
+            flap_key,
+            now_ms,
+        ))
+    }
+
+    async fn rollback(
+        &self,
+        device: &DeviceToken,
+        collapse_id: &str,
+        flap_key: &str,
+        ticket: &Ticket,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        MemoryStore::rollback(self, device, collapse_id, flap_key, ticket, now_ms);
+        Ok(())
+    }
+
+    async fn remember_env(
+        &self,
+        device: &DeviceToken,
+        env: Environment,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        MemoryStore::remember_env(self, device, env, now_ms);
+        Ok(())
+    }
+
+    async fn hold(
+        &self,
+        device: &DeviceToken,
+        collapse_id: &str,
+        until_ms: i64,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        if until_ms == 0 {
+            MemoryStore::release(self, device, collapse_id, now_ms);
+        } else {
+            MemoryStore::hold(self, device, collapse_id, until_ms, now_ms);
+        }
+        Ok(())
+    }
+
+    async fn bury(
+        &self,
+        device: &DeviceToken,
+        reason: DeadReason,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<(), StoreError> {
+        MemoryStore::bury(self, device, reason, now_ms, ttl_ms);
+        Ok(())
     }
 }
 

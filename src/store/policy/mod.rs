@@ -1,6 +1,7 @@
-//! The policy's state, per device ([`PolicyStore`]): the in-process store ([`MemoryStore`]) and
-//! the Redis store ([`RedisStore`], one Lua script per operation) side by side, running the
-//! same policy ([`crate::policy`]) atomically per device.
+//! The policy's state, per device ([`PolicyStore`]): one [`PolicyBackend`], implemented in
+//! process ([`MemoryStore`], `memory.rs`) and in Redis ([`RedisStore`], `redis.rs`, one Lua
+//! script per operation) side by side, running the same policy ([`crate::policy`])
+//! atomically per device.
 //!
 //! [`PolicyStore::admit`] before the APNs call, [`PolicyStore::rollback`] if APNs refuses the
 //! forward, [`PolicyStore::remember_env`] when a device turns out to live on the other
@@ -13,12 +14,16 @@
 //! operation runs there until Redis answers again; with `reject` the error is returned.
 //! Round trips: one per admission on the happy path; the others only on their events.
 
+mod backend;
 mod memory;
 mod redis;
 
+pub use backend::PolicyBackend;
+pub use memory::MemoryStore;
 pub use redis::admit_lua;
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -26,7 +31,9 @@ use crate::device::{DeviceToken, Environment};
 use crate::policy::{DeadReason, Policy, Ticket};
 use crate::store::common::{Admission, Link, RedisFailure, StoreError, StoreOp};
 use crate::store::connection::RedisStore;
-pub use memory::MemoryStore;
+
+/// One call's future, as a [`PolicyBackend`] returns it.
+type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 /// Per-device policy state: in process, and in Redis when configured.
 #[derive(Debug)]
@@ -63,47 +70,29 @@ impl PolicyStore {
     }
 
     /// Runs one operation on Redis, or in process when there is no Redis or this replica is
-    /// degraded; a Redis failure degrades (or is returned, in reject mode).
-    async fn run<'a, T, F, Fut>(
-        &'a self,
-        op: StoreOp,
-        on_redis: F,
-        in_memory: impl FnOnce(&MemoryStore) -> T,
-    ) -> Result<T, StoreError>
-    where
-        F: FnOnce(&'a RedisStore) -> Fut,
-        Fut: Future<Output = Result<T, StoreError>>,
-    {
-        self.run_in(op, false, on_redis, in_memory).await
-    }
-
-    /// [`PolicyStore::run`], or with `shared` never in process while Redis is configured:
-    /// degraded, the answer is [`StoreError::Degraded`]; a Redis failure still degrades the
-    /// replica (in degrade mode) but is returned.
-    async fn run_in<'a, T, F, Fut>(
+    /// degraded; a Redis failure degrades (or is returned, in reject mode). With `shared`,
+    /// for a front-end whose guarantees need the shared store, never in process while Redis
+    /// is configured: degraded, the answer is [`StoreError::Degraded`]; a Redis failure
+    /// still degrades the replica (in degrade mode) but is returned.
+    async fn run<'a, T>(
         &'a self,
         op: StoreOp,
         shared: bool,
-        on_redis: F,
-        in_memory: impl FnOnce(&MemoryStore) -> T,
-    ) -> Result<T, StoreError>
-    where
-        F: FnOnce(&'a RedisStore) -> Fut,
-        Fut: Future<Output = Result<T, StoreError>>,
-    {
+        call: impl Fn(&'a dyn PolicyBackend) -> Call<'a, T>,
+    ) -> Result<T, StoreError> {
         let started = Instant::now();
         let Some((redis, link)) = &self.redis else {
-            let r = in_memory(&self.memory);
-            op.record(started, true);
-            return Ok(r);
+            let r = call(&self.memory).await;
+            op.record(started, r.is_ok());
+            return r;
         };
         if link.degraded() {
             if shared {
                 return Err(StoreError::Degraded);
             }
-            return Ok(in_memory(&self.memory));
+            return call(&self.memory).await;
         }
-        match on_redis(redis).await {
+        match call(redis).await {
             Ok(r) => {
                 op.record(started, true);
                 Ok(r)
@@ -118,7 +107,7 @@ impl PolicyStore {
                     }
                     RedisFailure::Degrade => {
                         link.degrade(&e);
-                        Ok(in_memory(&self.memory))
+                        call(&self.memory).await
                     }
                 }
             }
@@ -149,12 +138,9 @@ impl PolicyStore {
         flap_key: &str,
         now_ms: i64,
     ) -> Result<Admission, StoreError> {
-        self.run_in(
-            StoreOp::Admit,
-            shared,
-            |r| r.admit(device, collapse_id, flap_key, now_ms),
-            |m| m.admit(device, collapse_id, flap_key, now_ms),
-        )
+        self.run(StoreOp::Admit, shared, |b| {
+            b.admit(device, collapse_id, flap_key, now_ms)
+        })
         .await
     }
 
@@ -167,11 +153,9 @@ impl PolicyStore {
         ticket: &Ticket,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        self.run(
-            StoreOp::Rollback,
-            |r| r.rollback(device, collapse_id, flap_key, ticket, now_ms),
-            |m| m.rollback(device, collapse_id, flap_key, ticket, now_ms),
-        )
+        self.run(StoreOp::Rollback, false, |b| {
+            b.rollback(device, collapse_id, flap_key, ticket, now_ms)
+        })
         .await
     }
 
@@ -182,11 +166,9 @@ impl PolicyStore {
         env: Environment,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        self.run(
-            StoreOp::RememberEnv,
-            |r| r.remember_env(device, env, now_ms),
-            |m| m.remember_env(device, env, now_ms),
-        )
+        self.run(StoreOp::RememberEnv, false, |b| {
+            b.remember_env(device, env, now_ms)
+        })
         .await
     }
 
@@ -198,11 +180,9 @@ impl PolicyStore {
         until_ms: i64,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        self.run(
-            StoreOp::Hold,
-            |r| r.hold(device, collapse_id, until_ms, now_ms),
-            |m| m.hold(device, collapse_id, until_ms, now_ms),
-        )
+        self.run(StoreOp::Hold, false, |b| {
+            b.hold(device, collapse_id, until_ms, now_ms)
+        })
         .await
     }
 
@@ -213,15 +193,13 @@ impl PolicyStore {
         collapse_id: &str,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        self.run(
-            StoreOp::Release,
-            |r| r.hold(device, collapse_id, 0, now_ms),
-            |m| m.release(device, collapse_id, now_ms),
-        )
+        self.run(StoreOp::Release, false, |b| {
+            b.hold(device, collapse_id, 0, now_ms)
+        })
         .await
     }
 
-    /// Remembers that APNs rejected this token for good, for `ttl_ms`.
+    /// Remembers that the push service rejected this token for good, for `ttl_ms`.
     pub async fn bury(
         &self,
         device: &DeviceToken,
@@ -229,11 +207,9 @@ impl PolicyStore {
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<(), StoreError> {
-        self.run(
-            StoreOp::Bury,
-            |r| r.bury(device, reason, ttl_ms),
-            |m| m.bury(device, reason, now_ms, ttl_ms),
-        )
+        self.run(StoreOp::Bury, false, |b| {
+            b.bury(device, reason, now_ms, ttl_ms)
+        })
         .await
     }
 

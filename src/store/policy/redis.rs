@@ -9,6 +9,7 @@
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
+use super::backend::PolicyBackend;
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{DeadReason, Decision, Ticket, TicketKind};
 use crate::store::common::{Admission, StoreError};
@@ -63,8 +64,40 @@ impl RedisStore {
         self.policy.horizon_ms() + crate::policy::CLOCK_SKEW_MS
     }
 
-    /// See [`crate::store::policy::PolicyStore::admit`]. One EVALSHA.
-    pub async fn admit(
+    /// Takes a token from a client block's shared bucket: `Ok(None)` when taken,
+    /// `Ok(Some(retry_after_s))` when empty.
+    pub async fn client_take(
+        &self,
+        block: &str,
+        now_ms: i64,
+        capacity: i64,
+        emission_us: i64,
+    ) -> Result<Option<u64>, StoreError> {
+        let d = ring::digest::digest(&ring::digest::SHA256, block.as_bytes());
+        let key = format!(
+            "{}{{c:{}}}",
+            self.prefix,
+            crate::device::hex(&d.as_ref()[..16])
+        );
+        let args: Vec<Value> = vec![
+            now_ms.into(),
+            capacity.into(),
+            emission_us.into(),
+            self.client_slack_ms.into(),
+        ];
+        let wait: i64 = SCRIPTS
+            .client
+            .evalsha_with_reload(self.pool.next(), vec![key], args)
+            .await
+            .map_err(err)?;
+        Ok((wait > 0).then_some(wait as u64))
+    }
+}
+
+#[async_trait::async_trait]
+impl PolicyBackend for RedisStore {
+    /// One EVALSHA.
+    async fn admit(
         &self,
         device: &DeviceToken,
         collapse_id: &str,
@@ -97,8 +130,7 @@ impl RedisStore {
             .ok_or_else(|| StoreError::Redis("unexpected reply from policy_admit.lua".into()))
     }
 
-    /// See [`crate::store::policy::PolicyStore::rollback`].
-    pub async fn rollback(
+    async fn rollback(
         &self,
         device: &DeviceToken,
         collapse_id: &str,
@@ -129,8 +161,7 @@ impl RedisStore {
         Ok(())
     }
 
-    /// See [`crate::store::policy::PolicyStore::remember_env`].
-    pub async fn remember_env(
+    async fn remember_env(
         &self,
         device: &DeviceToken,
         env: Environment,
@@ -150,8 +181,7 @@ impl RedisStore {
         Ok(())
     }
 
-    /// See [`crate::store::policy::PolicyStore::hold`] and [`crate::store::policy::PolicyStore::release`] (`until_ms` 0).
-    pub async fn hold(
+    async fn hold(
         &self,
         device: &DeviceToken,
         collapse_id: &str,
@@ -173,11 +203,11 @@ impl RedisStore {
         Ok(())
     }
 
-    /// See [`crate::store::policy::PolicyStore::bury`].
-    pub async fn bury(
+    async fn bury(
         &self,
         device: &DeviceToken,
         reason: DeadReason,
+        _now_ms: i64,
         ttl_ms: i64,
     ) -> Result<(), StoreError> {
         let code = match reason {
@@ -198,35 +228,6 @@ impl RedisStore {
             .await
             .map_err(err)?;
         Ok(())
-    }
-
-    /// Takes a token from a client block's shared bucket: `Ok(None)` when taken,
-    /// `Ok(Some(retry_after_s))` when empty.
-    pub async fn client_take(
-        &self,
-        block: &str,
-        now_ms: i64,
-        capacity: i64,
-        emission_us: i64,
-    ) -> Result<Option<u64>, StoreError> {
-        let d = ring::digest::digest(&ring::digest::SHA256, block.as_bytes());
-        let key = format!(
-            "{}{{c:{}}}",
-            self.prefix,
-            crate::device::hex(&d.as_ref()[..16])
-        );
-        let args: Vec<Value> = vec![
-            now_ms.into(),
-            capacity.into(),
-            emission_us.into(),
-            self.client_slack_ms.into(),
-        ];
-        let wait: i64 = SCRIPTS
-            .client
-            .evalsha_with_reload(self.pool.next(), vec![key], args)
-            .await
-            .map_err(err)?;
-        Ok((wait > 0).then_some(wait as u64))
     }
 }
 

@@ -6,7 +6,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
+use super::backend::{Claims, Depth, QueueBackend};
 use super::item::{Claimed, Fenced, Pending, SHARD_CAP};
+use crate::store::common::StoreError;
 
 /// The in-process queue.
 #[derive(Debug, Default)]
@@ -137,6 +139,44 @@ impl MemoryQueue {
     /// Items waiting.
     pub fn len(&self) -> usize {
         self.lock().items.len()
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueBackend for MemoryQueue {
+    async fn put(
+        &self,
+        item: &Pending,
+        due_ms: i64,
+        fence: u64,
+        _now_ms: i64,
+    ) -> Result<Fenced, StoreError> {
+        MemoryQueue::put(self, item.clone(), due_ms, fence).map_err(|()| StoreError::Full)
+    }
+
+    async fn claim(
+        &self,
+        now_ms: i64,
+        lease_until_ms: i64,
+        max: usize,
+    ) -> Result<Claims, StoreError> {
+        Ok(Claims {
+            items: MemoryQueue::claim(self, now_ms, lease_until_ms, max),
+            unopenable: 0,
+        })
+    }
+
+    async fn ack(&self, id: &str, fence: u64) -> Result<Fenced, StoreError> {
+        Ok(MemoryQueue::ack(self, id, fence))
+    }
+
+    async fn stats(&self) -> Result<Depth, StoreError> {
+        let (depth, oldest_accepted_ms) = MemoryQueue::stats(self);
+        Ok(Depth {
+            depth,
+            oldest_accepted_ms,
+            aside: 0,
+        })
     }
 }
 

@@ -1,6 +1,7 @@
 //! The retry queue as the relay uses it ([`RetryQueue`]): this replica's in-process queue
-//! ([`MemoryQueue`]) and the shared queue in Redis ([`RedisQueue`]) side by side, with the
-//! vocabulary (items, claims, fencing, sealing) in [`item`].
+//! ([`MemoryQueue`]) and the shared queue ([`RedisQueue`] in production), both a fenced
+//! [`QueueBackend`] side by side, with the vocabulary (items, claims, fencing, sealing) in
+//! [`item`].
 //!
 //! New items go to Redis when it is there and answering, else in process; claims take from
 //! both (the in-process queue first, then one Redis shard, round robin over calls); a
@@ -8,20 +9,20 @@
 //! was away are handed over when it answers again and at shutdown
 //! ([`RetryQueue::flush_local`]).
 
+mod backend;
 pub mod item;
 mod memory;
-mod redis;
+pub mod redis;
 
+pub use backend::{Depth, QueueBackend};
 pub use item::{backoff_ms, random_u32, Claimed, Fenced, Pending, QueueKey, Sealer};
-pub use redis::{RedisQueue, SHARDS};
+pub use redis::RedisQueue;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::store::common::{Link, RedisFailure, StoreError, StoreOp};
 pub use memory::MemoryQueue;
-use redis::ShardStats;
 
 /// Which queue a claimed item came from, so it is settled where it lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +48,7 @@ pub struct QueueStats {
     /// This replica's in-process queue: depth and the oldest acceptance.
     pub local: (usize, Option<i64>),
     /// The shared queue, when there is one and Redis answered.
-    pub shared: Option<Result<ShardStats, String>>,
+    pub shared: Option<Result<Depth, String>>,
 }
 
 /// The retry queue: in process, and in Redis when configured.
@@ -56,8 +57,7 @@ pub struct RetryQueue {
     memory: MemoryQueue,
     /// The link, and the shared queue when this deployment can deliver (else it never
     /// queues in Redis).
-    redis: Option<(Arc<Link>, Option<RedisQueue>)>,
-    next_shard: AtomicUsize,
+    redis: Option<(Arc<Link>, Option<Box<dyn QueueBackend>>)>,
 }
 
 impl RetryQueue {
@@ -66,31 +66,30 @@ impl RetryQueue {
         Self {
             memory: MemoryQueue::default(),
             redis: None,
-            next_shard: AtomicUsize::new(0),
         }
     }
 
-    /// In Redis (when `queue` is there), with the in-process queue beside it.
-    pub(crate) fn redis(queue: Option<RedisQueue>, link: Arc<Link>) -> Self {
+    /// Shared through `link` (in `queue`, when this deployment can deliver), with the
+    /// in-process queue beside it.
+    pub(crate) fn shared(queue: Option<Box<dyn QueueBackend>>, link: Arc<Link>) -> Self {
         Self {
             memory: MemoryQueue::default(),
             redis: Some((link, queue)),
-            next_shard: AtomicUsize::new(0),
         }
     }
 
     /// The shared queue, whatever the link's state (a claimed item settles where it lives).
-    fn shared(&self) -> Option<&RedisQueue> {
-        self.redis.as_ref().and_then(|(_, q)| q.as_ref())
+    fn shared_queue(&self) -> Option<&dyn QueueBackend> {
+        self.redis.as_ref().and_then(|(_, q)| q.as_deref())
     }
 
     /// The shared queue for new work: `None` while degraded.
-    fn live(&self) -> Option<&RedisQueue> {
+    fn live(&self) -> Option<&dyn QueueBackend> {
         let (link, queue) = self.redis.as_ref()?;
         if link.degraded() {
             return None;
         }
-        queue.as_ref()
+        queue.as_deref()
     }
 
     /// A queue operation failed on Redis: degrade (and carry on in process) or fail.
@@ -106,7 +105,7 @@ impl RetryQueue {
     }
 
     async fn put_shared(
-        q: &RedisQueue,
+        q: &dyn QueueBackend,
         item: &Pending,
         due_ms: i64,
         fence: u64,
@@ -168,7 +167,7 @@ impl RetryQueue {
                     .map_err(|()| StoreError::Full)
             }
             Origin::Shared => {
-                let Some(q) = self.shared() else {
+                let Some(q) = self.shared_queue() else {
                     return Ok(Fenced::Stale);
                 };
                 Self::put_shared(q, item, due_ms, lease.claimed.fence, now_ms).await
@@ -193,9 +192,8 @@ impl RetryQueue {
             return out;
         }
         if let Some(q) = self.live() {
-            let shard = self.next_shard.fetch_add(1, Ordering::Relaxed) % SHARDS;
             let r = StoreOp::QueueClaim
-                .timed(q.claim(shard, now_ms, lease_until_ms, room))
+                .timed(q.claim(now_ms, lease_until_ms, room))
                 .await;
             match r {
                 Ok(got) => {
@@ -221,7 +219,7 @@ impl RetryQueue {
         match lease.origin {
             Origin::Local => Ok(self.memory.ack(id, lease.claimed.fence)),
             Origin::Shared => {
-                let Some(q) = self.shared() else {
+                let Some(q) = self.shared_queue() else {
                     return Ok(Fenced::Stale);
                 };
                 StoreOp::QueueAck

@@ -6,6 +6,9 @@
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::backend::{Claims, Depth, QueueBackend};
 use super::item::{random_u32, Claimed, Fenced, Pending, Sealer, SHARD_CAP};
 use crate::store::common::StoreError;
 use crate::store::connection::client::err;
@@ -19,26 +22,6 @@ const ASIDE_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
 /// How long a shard's keys outlive the newest item's staleness window.
 const TTL_MARGIN_MS: i64 = 10 * 60 * 1000;
 
-/// One shard's numbers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ShardStats {
-    /// Items waiting.
-    pub depth: usize,
-    /// Acceptance of the oldest waiting item, ms.
-    pub oldest_accepted_ms: Option<i64>,
-    /// Items set aside because they could not be opened.
-    pub aside: usize,
-}
-
-/// What a claim found in one shard.
-#[derive(Debug, Default)]
-pub struct ClaimResult {
-    /// Items claimed and opened.
-    pub items: Vec<Claimed>,
-    /// Items that could not be opened (moved aside).
-    pub unopenable: u64,
-}
-
 /// The shared queue in Redis.
 pub struct RedisQueue {
     pool: Pool,
@@ -48,6 +31,8 @@ pub struct RedisQueue {
     claim: Script,
     ack: Script,
     stats: Script,
+    /// The shard the next claim takes from (round robin over claims).
+    next_shard: AtomicUsize,
 }
 
 impl std::fmt::Debug for RedisQueue {
@@ -69,6 +54,7 @@ impl RedisQueue {
             claim: Script::from_lua(include_str!("queue_claim.lua")),
             ack: Script::from_lua(include_str!("queue_ack.lua")),
             stats: Script::from_lua(include_str!("queue_stats.lua")),
+            next_shard: AtomicUsize::new(0),
         }
     }
 
@@ -85,9 +71,75 @@ impl RedisQueue {
         crate::device::sha256(id.as_bytes())[0] as usize % SHARDS
     }
 
+    /// Claims up to `max` due items of one shard, each with a fresh fencing token. Items
+    /// that cannot be opened are moved aside (and counted in the result), never delivered
+    /// and never silently deleted.
+    pub async fn claim_shard(
+        &self,
+        shard: usize,
+        now_ms: i64,
+        lease_until_ms: i64,
+        max: usize,
+    ) -> Result<Claims, StoreError> {
+        // 1 to 2^40: the claim's fencing tokens are base + 1 .. base + max.
+        let base = (i64::from(random_u32()) << 8 | i64::from(random_u32() & 0xff)) + 1;
+        let args: Vec<Value> = vec![
+            now_ms.into(),
+            lease_until_ms.into(),
+            (max as i64).into(),
+            base.into(),
+        ];
+        let reply: Vec<Value> = self
+            .claim
+            .evalsha_with_reload(self.pool.next(), self.keys(shard), args)
+            .await
+            .map_err(err)?;
+        let mut out = Claims::default();
+        for triple in reply.chunks(3) {
+            let [id, blob, fence] = triple else {
+                continue;
+            };
+            let (Some(id), Some(blob), Some(fence)) = (text(id), bytes(blob), int(fence)) else {
+                continue;
+            };
+            let fence = fence as u64;
+            match self.sealer.open(&id, blob) {
+                Some(item) => out.items.push(Claimed { item, fence }),
+                None => {
+                    tracing::error!(
+                        shard,
+                        "a queued notification cannot be opened: it was sealed under another key (RELAY_QUEUE_KEY or the APNs auth key differs between replicas, or was rotated); moved aside to the queue's aside hash for 7 days, never delivered"
+                    );
+                    out.unopenable += 1;
+                    self.finish(&id, fence, true).await?;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn finish(&self, id: &str, fence: u64, aside: bool) -> Result<Fenced, StoreError> {
+        let shard = Self::shard_of(id);
+        let args: Vec<Value> = vec![
+            id.into(),
+            fence.to_string().into(),
+            (if aside { "1" } else { "0" }).into(),
+            ASIDE_TTL_MS.into(),
+        ];
+        let r: i64 = self
+            .ack
+            .evalsha_with_reload(self.pool.next(), self.keys(shard), args)
+            .await
+            .map_err(err)?;
+        Ok(if r == 1 { Fenced::Done } else { Fenced::Stale })
+    }
+}
+
+#[async_trait::async_trait]
+impl QueueBackend for RedisQueue {
     /// Adds an item (`fence` 0) or reschedules it as the claimer holding `fence`, due at
     /// `due_ms`. `Err` when the shard is full.
-    pub async fn put(
+    async fn put(
         &self,
         item: &Pending,
         due_ms: i64,
@@ -117,77 +169,25 @@ impl RedisQueue {
         }
     }
 
-    /// Claims up to `max` due items of one shard, each with a fresh fencing token. Items
-    /// that cannot be opened are moved aside (and counted in the result), never delivered
-    /// and never silently deleted.
-    pub async fn claim(
+    /// Claims from one shard ([`RedisQueue::claim_shard`]), the next in turn.
+    async fn claim(
         &self,
-        shard: usize,
         now_ms: i64,
         lease_until_ms: i64,
         max: usize,
-    ) -> Result<ClaimResult, StoreError> {
-        // 1 to 2^40: the claim's fencing tokens are base + 1 .. base + max.
-        let base = (i64::from(random_u32()) << 8 | i64::from(random_u32() & 0xff)) + 1;
-        let args: Vec<Value> = vec![
-            now_ms.into(),
-            lease_until_ms.into(),
-            (max as i64).into(),
-            base.into(),
-        ];
-        let reply: Vec<Value> = self
-            .claim
-            .evalsha_with_reload(self.pool.next(), self.keys(shard), args)
-            .await
-            .map_err(err)?;
-        let mut out = ClaimResult::default();
-        for triple in reply.chunks(3) {
-            let [id, blob, fence] = triple else {
-                continue;
-            };
-            let (Some(id), Some(blob), Some(fence)) = (text(id), bytes(blob), int(fence)) else {
-                continue;
-            };
-            let fence = fence as u64;
-            match self.sealer.open(&id, blob) {
-                Some(item) => out.items.push(Claimed { item, fence }),
-                None => {
-                    tracing::error!(
-                        shard,
-                        "a queued notification cannot be opened: it was sealed under another key (RELAY_QUEUE_KEY or the APNs auth key differs between replicas, or was rotated); moved aside to the queue's aside hash for 7 days, never delivered"
-                    );
-                    out.unopenable += 1;
-                    self.finish(&id, fence, true).await?;
-                }
-            }
-        }
-        Ok(out)
+    ) -> Result<Claims, StoreError> {
+        let shard = self.next_shard.fetch_add(1, Ordering::Relaxed) % SHARDS;
+        self.claim_shard(shard, now_ms, lease_until_ms, max).await
     }
 
     /// Removes an item as the claimer holding `fence` (0: unconditionally).
-    pub async fn ack(&self, id: &str, fence: u64) -> Result<Fenced, StoreError> {
+    async fn ack(&self, id: &str, fence: u64) -> Result<Fenced, StoreError> {
         self.finish(id, fence, false).await
     }
 
-    async fn finish(&self, id: &str, fence: u64, aside: bool) -> Result<Fenced, StoreError> {
-        let shard = Self::shard_of(id);
-        let args: Vec<Value> = vec![
-            id.into(),
-            fence.to_string().into(),
-            (if aside { "1" } else { "0" }).into(),
-            ASIDE_TTL_MS.into(),
-        ];
-        let r: i64 = self
-            .ack
-            .evalsha_with_reload(self.pool.next(), self.keys(shard), args)
-            .await
-            .map_err(err)?;
-        Ok(if r == 1 { Fenced::Done } else { Fenced::Stale })
-    }
-
     /// Depth, oldest acceptance and items set aside, over all shards.
-    pub async fn stats(&self) -> Result<ShardStats, StoreError> {
-        let mut total = ShardStats::default();
+    async fn stats(&self) -> Result<Depth, StoreError> {
+        let mut total = Depth::default();
         for shard in 0..SHARDS {
             let reply: Vec<Value> = self
                 .stats

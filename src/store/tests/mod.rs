@@ -19,8 +19,10 @@ use sealrelay_testkit::redis::{RedisCluster, RedisServer};
 
 use super::connection::{RedisSettings, RedisStore};
 use super::fanout::Fanout;
-use super::policy::MemoryStore;
-use super::queue::{Claimed, Fenced, MemoryQueue, Pending, QueueKey, RedisQueue, Sealer};
+use super::policy::{MemoryStore, PolicyBackend};
+use super::queue::{
+    Claimed, Fenced, MemoryQueue, Pending, QueueBackend, QueueKey, RedisQueue, Sealer,
+};
 use super::{Admission, RedisFailure, Store};
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{gcra_take, DeadReason, Decision, Policy, Ticket};

@@ -147,7 +147,8 @@ fn same_decisions_in_memory_and_in_redis() {
                                 DeadReason::Expired
                             };
                             mem.bury(&token(*dev), r, now, 864_000_000);
-                            rt.block_on(red.bury(&token(*dev), r, 864_000_000)).unwrap();
+                            rt.block_on(red.bury(&token(*dev), r, now, 864_000_000))
+                                .unwrap();
                         }
                         Op::Remember { dev, sandbox } => {
                             let env = if *sandbox {

@@ -86,7 +86,9 @@ fn the_redis_queue_is_the_in_process_queue() {
                 &prefix,
                 Sealer::new(&QueueKey::derive(b"differential")),
             );
-            let mem = MemoryQueue::default();
+            let memory = MemoryQueue::default();
+            // Both through the contract they share.
+            let mem: &dyn QueueBackend = &memory;
             let mut now = T0;
             // Claims as (memory's, Redis's), with the claims they superseded kept too.
             let mut claims: Vec<(Claimed, Claimed)> = Vec::new();
@@ -94,7 +96,9 @@ fn the_redis_queue_is_the_in_process_queue() {
                 match op {
                     QOp::Put { id, due_dt } => {
                         let item = pending(*id, now);
-                        let a = mem.put(item.clone(), now + due_dt, 0).map_err(|_| "full");
+                        let a = rt
+                            .block_on(mem.put(&item, now + due_dt, 0, now))
+                            .map_err(|_| "full");
                         let b = rt
                             .block_on(red.put(&item, now + due_dt, 0, now))
                             .map_err(|_| "full");
@@ -102,8 +106,13 @@ fn the_redis_queue_is_the_in_process_queue() {
                     }
                     QOp::Claim { dt, lease, max } => {
                         now += dt;
-                        let a = mem.claim(now, now + lease, *max);
-                        let b = rt.block_on(red.claim(0, now, now + lease, *max)).unwrap();
+                        let a = rt
+                            .block_on(mem.claim(now, now + lease, *max))
+                            .unwrap()
+                            .items;
+                        let b = rt
+                            .block_on(red.claim_shard(0, now, now + lease, *max))
+                            .unwrap();
                         prop_assert_eq!(b.unopenable, 0);
                         let ids =
                             |v: &[Claimed]| v.iter().map(|c| c.item.id.clone()).collect::<Vec<_>>();
@@ -122,11 +131,12 @@ fn the_redis_queue_is_the_in_process_queue() {
                         };
                         let (a, b) = match op {
                             QOp::Ack { .. } => (
-                                mem.ack(&ma.item.id, fa),
+                                rt.block_on(mem.ack(&ma.item.id, fa)).unwrap(),
                                 rt.block_on(red.ack(&mb.item.id, fb)).unwrap(),
                             ),
                             QOp::Reschedule { due_dt, .. } => (
-                                mem.put(ma.item.clone(), now + due_dt, fa).unwrap(),
+                                rt.block_on(mem.put(&ma.item, now + due_dt, fa, now))
+                                    .unwrap(),
                                 rt.block_on(red.put(&mb.item, now + due_dt, fb, now))
                                     .unwrap(),
                             ),
@@ -136,6 +146,9 @@ fn the_redis_queue_is_the_in_process_queue() {
                     }
                 }
             }
+            // The same numbers (every item lives in shard 0, and none was set aside).
+            let (a, b) = (rt.block_on(mem.stats()), rt.block_on(red.stats()));
+            prop_assert_eq!(a.unwrap(), b.unwrap());
             Ok(())
         })
         .unwrap();
@@ -161,14 +174,14 @@ async fn a_stale_claimer_cannot_delete_or_resurrect_an_item() {
     let shard = RedisQueue::shard_of(&item.id);
     a.put(&item, T0, 0, T0).await.unwrap();
     let first = a
-        .claim(shard, T0, T0 + 1_000, 10)
+        .claim_shard(shard, T0, T0 + 1_000, 10)
         .await
         .unwrap()
         .items
         .remove(0);
     // A's lease runs out while it stalls; B claims the item.
     let second = b
-        .claim(shard, T0 + 1_000, T0 + 2_000, 10)
+        .claim_shard(shard, T0 + 1_000, T0 + 2_000, 10)
         .await
         .unwrap()
         .items
@@ -182,7 +195,7 @@ async fn a_stale_claimer_cannot_delete_or_resurrect_an_item() {
     );
     // Still leased to B: not due for anyone before B's lease ends.
     assert!(b
-        .claim(shard, T0 + 1_500, T0 + 3_000, 10)
+        .claim_shard(shard, T0 + 1_500, T0 + 3_000, 10)
         .await
         .unwrap()
         .items
@@ -207,7 +220,7 @@ async fn unopenable_items_are_moved_aside_and_every_key_expires() {
     let item = pending(2, T0);
     let shard = RedisQueue::shard_of(&item.id);
     old.put(&item, T0, 0, T0).await.unwrap();
-    let got = new.claim(shard, T0, T0 + 1_000, 10).await.unwrap();
+    let got = new.claim_shard(shard, T0, T0 + 1_000, 10).await.unwrap();
     assert!(got.items.is_empty());
     assert_eq!(got.unopenable, 1);
     let stats = new.stats().await.unwrap();
@@ -276,7 +289,7 @@ async fn a_degraded_replicas_queue_is_handed_to_redis() {
     assert_eq!(a.queue().local_len(), 0);
     // B claims it from Redis (it sits in one of the shards; look through them all).
     let mut found = Vec::new();
-    for _ in 0..crate::store::queue::SHARDS {
+    for _ in 0..crate::store::queue::redis::SHARDS {
         found.extend(b.queue().claim(T0 + 1, T0 + 1_000, 10).await);
     }
     assert_eq!(found.len(), 1, "{found:?}");

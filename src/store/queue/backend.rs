@@ -1,0 +1,56 @@
+//! What a retry queue backend does ([`QueueBackend`]): the fenced queue both the in-process
+//! queue and the Redis one keep, with the same answers (the differential tests hold them to
+//! it), and the numbers they report ([`Claims`], [`Depth`]).
+
+use super::item::{Claimed, Fenced, Pending};
+use crate::store::common::StoreError;
+
+/// What a claim found.
+#[derive(Debug, Default)]
+pub struct Claims {
+    /// Items claimed and opened.
+    pub items: Vec<Claimed>,
+    /// Items that could not be opened (moved aside).
+    pub unopenable: u64,
+}
+
+/// A queue's numbers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Depth {
+    /// Items waiting.
+    pub depth: usize,
+    /// Acceptance of the oldest waiting item, ms.
+    pub oldest_accepted_ms: Option<i64>,
+    /// Items set aside because they could not be opened.
+    pub aside: usize,
+}
+
+/// A fenced retry queue: every claim hands out a fresh fencing token, and only the claimer
+/// holding the current one may reschedule or remove the item.
+#[async_trait::async_trait]
+pub trait QueueBackend: Send + Sync + std::fmt::Debug {
+    /// Adds an item (`fence` 0) or reschedules it as the claimer holding `fence`, due at
+    /// `due_ms`; [`StoreError::Full`] when there is no room.
+    async fn put(
+        &self,
+        item: &Pending,
+        due_ms: i64,
+        fence: u64,
+        now_ms: i64,
+    ) -> Result<Fenced, StoreError>;
+
+    /// Claims up to `max` items due at `now_ms` until `lease_until_ms`, each with a fresh
+    /// fencing token; items that cannot be opened are moved aside and counted.
+    async fn claim(
+        &self,
+        now_ms: i64,
+        lease_until_ms: i64,
+        max: usize,
+    ) -> Result<Claims, StoreError>;
+
+    /// Removes an item as the claimer holding `fence` (0: unconditionally).
+    async fn ack(&self, id: &str, fence: u64) -> Result<Fenced, StoreError>;
+
+    /// Depth, oldest acceptance and items set aside.
+    async fn stats(&self) -> Result<Depth, StoreError>;
+}
