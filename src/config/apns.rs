@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use super::reader::Reader;
 use super::vars::*;
-use crate::delivery::{EnvironmentMode, Settings as Core};
+use crate::delivery::Settings as Core;
 use crate::push::apns::payload;
 use crate::push::apns::Settings;
+use crate::push::EnvironmentMode;
 use crate::secret::Secret;
 
 /// How forwards are delivered, as configured.

@@ -2,8 +2,8 @@
 //! table's machine-readable kinds checked against what the parser really accepts.
 
 use super::*;
-use crate::delivery::EnvironmentMode;
 use crate::policy::Policy;
+use crate::push::EnvironmentMode;
 
 use std::collections::HashMap;
 

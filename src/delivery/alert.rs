@@ -55,14 +55,14 @@ pub fn is_id32(s: &str) -> bool {
 /// The interruption level the sender asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Priority {
-    /// Breaks through scheduled summaries; APNs priority 10, with sound.
+    /// Breaks through scheduled summaries, with sound.
     TimeSensitive,
-    /// Delivered quietly; APNs priority 5, no sound.
+    /// Delivered quietly, no sound.
     Passive,
 }
 
 impl Priority {
-    /// The wire name, also the APNs `interruption-level`.
+    /// The wire name (APNs sends it as its `interruption-level`).
     pub fn as_str(self) -> &'static str {
         match self {
             Priority::TimeSensitive => "time-sensitive",
@@ -76,14 +76,6 @@ impl Priority {
             "time-sensitive" => Some(Priority::TimeSensitive),
             "passive" => Some(Priority::Passive),
             _ => None,
-        }
-    }
-
-    /// `apns-priority`: 10 for time-sensitive, 5 for passive.
-    pub fn apns_priority(self) -> u8 {
-        match self {
-            Priority::TimeSensitive => 10,
-            Priority::Passive => 5,
         }
     }
 }
@@ -229,6 +221,9 @@ mod tests {
         assert!(Id32::parse(&"A".repeat(32)).is_none());
         assert!(Id32::parse(&"a".repeat(31)).is_none());
         assert_eq!(Priority::parse("passive"), Some(Priority::Passive));
-        assert_eq!(Priority::TimeSensitive.apns_priority(), 10);
+        assert_eq!(
+            Priority::parse(Priority::TimeSensitive.as_str()),
+            Some(Priority::TimeSensitive)
+        );
     }
 }

@@ -15,27 +15,17 @@ use super::settlement::{Reference, Settlement};
 use crate::clock::Clock;
 use crate::device::{hex, DeviceToken, Environment};
 use crate::policy::{DeadReason, Decision, Ticket, STALENESS_S};
-use crate::push::{Kind, Notification, Payload, Priority, Push, Verdict, VerdictClass};
+use crate::push::{
+    EnvironmentMode, Kind, Notification, Payload, Priority, Push, Verdict, VerdictClass,
+};
 use crate::secret::Secret;
 use crate::store::queue::{backoff_ms, random_u32, Pending};
 use crate::store::{Admission, Store};
 
-/// `APNS_ENVIRONMENT`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EnvironmentMode {
-    /// Always production.
-    Production,
-    /// Always sandbox.
-    Sandbox,
-    /// The environment the device last worked on (production at first), then the other
-    /// once on `BadDeviceToken` / `DeviceTokenNotForTopic`.
-    Auto,
-}
-
 /// The delivery core's settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// Which APNs environment(s) to use.
+    /// Which of the service's environments to use.
     pub environment: EnvironmentMode,
     /// How long a dead token is remembered, ms (0: never).
     pub tombstone_ttl_ms: i64,
@@ -50,7 +40,7 @@ pub struct Settings {
 /// What one delivery is for, beyond the alert itself.
 #[derive(Debug, Clone, Default)]
 pub struct Context {
-    /// `apns-topic` when the sender names its own; `None`: the configured `APNS_TOPIC`.
+    /// The topic when the sender names its own; `None`: the service's configured one.
     pub topic: Option<String>,
     /// The front-end's reference to what this delivery settles, told with its ending if it
     /// is queued ([`Settlement`]).
@@ -62,7 +52,7 @@ pub struct Context {
     /// The notification was taken over from a replica that stopped after accepting it,
     /// perhaps after admitting and even sending it. A coalesced admission is then most
     /// likely that replica's own forward, which may never have left: it is sent again
-    /// (at least once rather than lost), under the same `apns-collapse-id`, so a device
+    /// (at least once rather than lost), under the same collapse id, so a device
     /// that got both shows one notification.
     pub retake: bool,
 }
@@ -73,7 +63,7 @@ pub type Render = fn(&Notification) -> Bytes;
 /// Where forwards go.
 #[derive(Debug, Clone)]
 pub enum Sender {
-    /// A push service (APNs, or a test's stand-in).
+    /// A push service (or a test's stand-in).
     Push(Arc<dyn Push>),
     /// Logged with the size of the body the service would get (rendered by the service's
     /// renderer), answered forwarded (`RELAY_DRY_RUN=true` without credentials).
@@ -103,8 +93,8 @@ pub struct Delivery {
 }
 
 /// A UUID derived from the alert (SHA-256 of device, collapseId and ciphertext), so every
-/// attempt of one notification, on any replica, carries the same id (APNs sends it as
-/// `apns-id`).
+/// attempt of one notification, on any replica, carries the same id (a service that
+/// deduplicates, as APNs does with `apns-id`, sees one notification).
 pub fn notification_id(alert: &Alert) -> String {
     let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
     ctx.update(alert.device.expose().as_bytes());
@@ -280,7 +270,7 @@ impl Delivery {
                     device = %alert.device.hash8(),
                     collapse = alert.collapse_id.prefix8(),
                     payload_bytes = size,
-                    "dry run: would forward to APNs"
+                    "dry run: would forward"
                 );
                 return Outcome::DryRun;
             }
@@ -313,7 +303,8 @@ impl Delivery {
                         device = %alert.device.hash8(),
                         collapse = alert.collapse_id.prefix8(),
                         reason = attempt.verdict.reason_label(),
-                        "APNs failed transiently; queued for retry"
+                        service = push.service().as_str(),
+                        "the push service failed transiently; queued for retry"
                     );
                     return Outcome::Queued;
                 }
@@ -420,7 +411,7 @@ impl Delivery {
             )
             .await;
             if !matches!(remembered, Ok(Ok(()))) {
-                tracing::warn!("could not remember the device's APNs environment");
+                tracing::warn!("could not remember the device's environment");
             }
         }
         let bad_everywhere = first_bad && reply.bad_token();
@@ -490,7 +481,7 @@ mod id_tests {
     use super::*;
 
     #[test]
-    fn apns_id_is_a_stable_uuid() {
+    fn the_notification_id_is_a_stable_uuid() {
         let a = Alert {
             device: DeviceToken::parse(&"ab".repeat(32)).unwrap(),
             suite: "x25519".into(),

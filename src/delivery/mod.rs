@@ -1,7 +1,7 @@
 //! The core every front-end shares: admit one alert, push it, settle the outcome.
 //!
 //! [`Delivery::handle`] runs the policy through the store ([`crate::store`]), sends an
-//! admitted forward through the [`Push`] service (trying APNs's other environment once in
+//! admitted forward through the [`Push`] service (trying the service's other environment once in
 //! auto mode when the token belongs there), rolls the forward record back if the service
 //! refuses it, queues it for retry when the failure is transient, and returns an
 //! [`Outcome`]: what happened to the notification, which each front-end answers in its own
@@ -20,6 +20,6 @@ pub mod retry;
 pub mod settlement;
 
 pub use alert::Alert;
-pub use handle::{notification, Context, Delivery, EnvironmentMode, Sender, Settings};
+pub use handle::{notification, Context, Delivery, Sender, Settings};
 pub use outcome::Outcome;
 pub use settlement::{Ending, Reference, Settlement};

@@ -213,7 +213,7 @@ impl Delivery {
                 match self.store.queue().ack(&lease).await {
                     Ok(Fenced::Done) => {}
                     Ok(Fenced::Stale) => {
-                        tracing::warn!(device = %device.hash8(), "delivered a notification whose claim had passed to another replica; it may be delivered twice (same apns-id and collapse id)")
+                        tracing::warn!(device = %device.hash8(), "delivered a notification whose claim had passed to another replica; it may be delivered twice (same notification id and collapse id)")
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "could not remove a delivered item from the retry queue")
@@ -248,7 +248,7 @@ impl Delivery {
             }
             _ => {
                 metrics::retry_attempt(RetryResult::Failed.as_str());
-                tracing::warn!(device = %device.hash8(), reason = attempt.verdict.reason_label(), "queued notification refused by APNs");
+                tracing::warn!(device = %device.hash8(), reason = attempt.verdict.reason_label(), "queued notification refused by the push service");
                 if let Ok(Fenced::Done) = self.store.queue().ack(&lease).await {
                     self.settle_refusal(
                         &device,

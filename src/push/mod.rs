@@ -23,5 +23,6 @@ mod seam;
 pub mod tls;
 
 pub use seam::{
-    BoxFuture, Kind, Notification, Payload, Priority, Push, Reason, Service, Verdict, VerdictClass,
+    BoxFuture, EnvironmentMode, Kind, Notification, Payload, Priority, Push, Reason, Service,
+    Verdict, VerdictClass,
 };

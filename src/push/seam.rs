@@ -312,6 +312,19 @@ impl std::fmt::Debug for Notification {
     }
 }
 
+/// Which of a service's environments a delivery tries (`APNS_ENVIRONMENT`; a service with
+/// one endpoint has one environment, and every mode reaches it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvironmentMode {
+    /// Always production.
+    Production,
+    /// Always sandbox.
+    Sandbox,
+    /// The environment the device last worked on (production at first), then the other
+    /// once when the service says the token belongs there ([`Verdict::wrong_environment`]).
+    Auto,
+}
+
 /// A push service the core sends through. Object-safe so tests can stand in a fake and the
 /// core holds `Arc<dyn Push>`.
 pub trait Push: Send + Sync + std::fmt::Debug {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::*;
 use crate::clock::Clock;
 use crate::policy::Policy;
-use crate::push::BoxFuture;
+use crate::push::{BoxFuture, EnvironmentMode};
 use crate::store::queue::QueueKey;
 use crate::store::Store;
 
