@@ -9,8 +9,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use super::common::{Link, StoreError, StoreOp};
+use super::error::{StoreError, StoreOp};
 use super::fanout::Fanout;
+use super::link::Link;
 
 /// One concern's store as the relay uses it.
 #[derive(Debug)]

@@ -14,9 +14,10 @@
 //!   that makes the change, from inside it, on both backends alike: by the Lua script on
 //!   Redis, by the in-process implementation right after its lock.
 //!
-//! What the concerns share: the error, the operation labels and the degrade switch
-//! ([`common`]), the wrapper of the concerns that never fall back to memory ([`concern`]),
-//! and the connection to Redis ([`connection`]); none of them imports this module.
+//! What the concerns share: the error and the operation labels ([`error`]), the link to
+//! Redis with its degrade switch ([`link`]), the wrapper of the concerns that never fall
+//! back to memory ([`concern`]), and the connection to Redis ([`connection`]); none of them
+//! imports this module.
 //!
 //! **Redis outages.** With `RELAY_REDIS_FAILURE=degrade` (the default) a Redis error or
 //! timeout on a policy operation switches this replica to its in-process store at once:
@@ -29,10 +30,11 @@
 //! Round trips: one per admission on the happy path; the others happen only on their
 //! events (a refusal, a queued forward, a fallback, a busy client).
 
-pub mod common;
 pub mod concern;
 pub mod connection;
+pub mod error;
 pub mod fanout;
+pub mod link;
 pub mod mailbox;
 pub mod policy;
 pub mod queue;
@@ -43,7 +45,9 @@ use std::sync::Arc;
 
 use crate::policy::Policy;
 
-pub use common::{Admission, DecodeKind, RedisFailure, StoreError, StoreOp};
+pub use error::{DecodeKind, StoreError, StoreOp};
+pub use link::RedisFailure;
+pub use policy::Admission;
 pub use queue::Lease;
 
 /// The store's settings.
@@ -68,7 +72,7 @@ pub struct Store {
     mailboxes: mailbox::MailboxStore,
     fanout: fanout::Fanout,
     /// The link to Redis, `None` in process.
-    link: Option<Arc<common::Link>>,
+    link: Option<Arc<link::Link>>,
 }
 
 impl Store {
@@ -109,7 +113,7 @@ impl Store {
     ) -> Self {
         let prefix = store.prefix().to_owned();
         let pool = store.pool().clone();
-        let link = Arc::new(common::Link::new(pool.clone(), on_failure));
+        let link = Arc::new(link::Link::new(pool.clone(), on_failure));
         Self {
             receipts: receipts::ReceiptStore::new(
                 Box::new(receipts::RedisReceipts::new(pool.clone(), &prefix)),

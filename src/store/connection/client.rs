@@ -12,7 +12,7 @@ use fred::types::scripts::Script;
 
 use super::sentinel;
 use crate::policy::Policy;
-use crate::store::common::StoreError;
+use crate::store::error::StoreError;
 
 pub(crate) const GCRA_LUA: &str = include_str!("gcra.lua");
 

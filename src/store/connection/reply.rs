@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use fred::prelude::*;
 
-use crate::store::common::StoreError;
+use crate::store::error::StoreError;
 
 /// A string, bytes as UTF-8, or an integer, as text.
 pub(crate) fn text(v: &Value) -> Option<String> {

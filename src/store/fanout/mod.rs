@@ -33,7 +33,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{broadcast, watch};
 
-use crate::store::common::{StoreError, StoreOp};
+use crate::store::error::{StoreError, StoreOp};
 
 /// The fan-out seam.
 #[derive(Debug, Clone)]

@@ -18,8 +18,8 @@ use tokio::sync::watch;
 use super::channel::Channel;
 use super::memory::Hub;
 use super::transport::Transport;
-use crate::store::common::StoreError;
 use crate::store::connection::client::{err, RedisSettings};
+use crate::store::error::StoreError;
 
 /// Publishing and subscribing through Redis.
 pub struct RedisFanout {

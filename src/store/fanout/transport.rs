@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use super::channel::Channel;
 use super::memory::Hub;
-use crate::store::common::StoreError;
+use crate::store::error::StoreError;
 
 /// How messages cross between replicas: Redis pub/sub ([`redis`]), or
 /// nothing at all in process (the [`Hub`] alone delivers). A transport takes the message as

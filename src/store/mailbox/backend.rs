@@ -2,7 +2,7 @@
 //! a mailbox's sockets listen on, and the decoding of what they hear.
 
 use crate::mailbox::state::{Answer, Limits, MailboxEvent, Name, Op};
-use crate::store::common::{DecodeKind, StoreError};
+use crate::store::error::{DecodeKind, StoreError};
 use crate::store::fanout::Channel;
 
 /// [`MailboxEvent::decode`] for a message received on a mailbox's channel, where anything

@@ -6,8 +6,8 @@ use std::sync::Mutex;
 
 use super::backend::{event_channel, MailboxBackend};
 use crate::mailbox::state::{self, Answer, Kept, Limits, Mailbox, MailboxEvent, Name, Op};
-use crate::store::common::StoreError;
 use crate::store::concern::InProcess;
+use crate::store::error::StoreError;
 
 /// Mailboxes in process memory.
 #[derive(Debug, Default)]

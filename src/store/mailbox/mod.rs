@@ -15,8 +15,8 @@ pub use backend::{event_channel, receive_event, signal_channel, MailboxBackend};
 pub use memory::InProcessMailboxes;
 pub use redis::{mailbox_lua, RedisMailboxes};
 
-use super::common::{StoreError, StoreOp};
 use super::concern::Concern;
+use super::error::{StoreError, StoreOp};
 use super::fanout::Channel;
 use crate::mailbox::state::{Answer, Limits, Name, Op};
 

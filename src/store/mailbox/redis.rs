@@ -10,8 +10,8 @@ use fred::types::scripts::Script;
 
 use super::backend::{event_channel, MailboxBackend};
 use crate::mailbox::state::{Answer, Envelope, Limits, Name, Op, PushDecision};
-use crate::store::common::StoreError;
 use crate::store::connection::client::{err, with_gcra, GCRA_LUA};
+use crate::store::error::StoreError;
 
 /// The mailbox script exactly as the relay loads it (the benchmark measures Redis's ceiling
 /// with it).

@@ -1,10 +1,19 @@
 //! What a policy backend does ([`PolicyBackend`]): the per-device operations both the
-//! in-process store and the Redis one run atomically per device, with the same answers.
+//! in-process store and the Redis one run atomically per device, with the same answers
+//! ([`Admission`] for an admission).
 
 use crate::device::{DeviceToken, Environment};
-use crate::policy::{DeadReason, Ticket};
-use crate::store::common::{Admission, StoreError};
+use crate::policy::{DeadReason, Decision, Ticket};
+use crate::store::error::StoreError;
 
+/// The answer to an admission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    /// What the policy decided.
+    pub decision: Decision,
+    /// The environment the device last worked on, if remembered.
+    pub env: Option<Environment>,
+}
 /// Where per-device policy state lives: in process or in Redis.
 #[async_trait::async_trait]
 pub trait PolicyBackend: Send + Sync + std::fmt::Debug {

@@ -14,8 +14,9 @@ use std::sync::Mutex;
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{self, DeadReason, DeviceState, Policy, Ticket};
 
+use super::backend::Admission;
 use super::backend::PolicyBackend;
-use crate::store::common::{Admission, StoreError};
+use crate::store::error::StoreError;
 
 const SHARDS: usize = 64;
 

@@ -18,7 +18,7 @@ mod backend;
 mod memory;
 mod redis;
 
-pub use backend::PolicyBackend;
+pub use backend::{Admission, PolicyBackend};
 pub use memory::MemoryStore;
 pub use redis::admit_lua;
 
@@ -29,8 +29,9 @@ use std::time::Instant;
 
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{DeadReason, Policy, Ticket};
-use crate::store::common::{Admission, Link, RedisFailure, StoreError, StoreOp};
 use crate::store::connection::RedisStore;
+use crate::store::error::{StoreError, StoreOp};
+use crate::store::link::{Link, RedisFailure};
 
 /// One call's future, as a [`PolicyBackend`] returns it.
 type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;

@@ -9,11 +9,12 @@
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
+use super::backend::Admission;
 use super::backend::PolicyBackend;
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{DeadReason, Decision, Ticket, TicketKind};
-use crate::store::common::{Admission, StoreError};
 use crate::store::connection::client::{err, with_gcra, RedisStore, GCRA_LUA};
+use crate::store::error::StoreError;
 
 /// The admission script exactly as the relay loads it (the benchmark measures Redis's
 /// ceiling with it).

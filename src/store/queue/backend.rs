@@ -3,7 +3,7 @@
 //! it), and the numbers they report ([`Claims`], [`Depth`]).
 
 use super::item::{Claimed, Fenced, Pending};
-use crate::store::common::StoreError;
+use crate::store::error::StoreError;
 
 /// What a claim found.
 #[derive(Debug, Default)]

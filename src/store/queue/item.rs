@@ -21,7 +21,7 @@
 
 use crate::device::Environment;
 use crate::policy::{Ticket, TicketKind, STALENESS_S};
-use crate::store::common::DecodeKind;
+use crate::store::error::DecodeKind;
 
 /// One notification waiting for another attempt. Stored (sealed) as [`wire::Pending`], whose
 /// field names and codes are the stored format; [`Pending::decode`] is the only way back.

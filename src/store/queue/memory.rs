@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use super::backend::{Claims, Depth, QueueBackend};
 use super::item::{Claimed, Fenced, Pending, SHARD_CAP};
-use crate::store::common::StoreError;
+use crate::store::error::StoreError;
 
 /// The in-process queue.
 #[derive(Debug, Default)]

@@ -21,7 +21,8 @@ pub use redis::RedisQueue;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::store::common::{Link, RedisFailure, StoreError, StoreOp};
+use crate::store::error::{StoreError, StoreOp};
+use crate::store::link::{Link, RedisFailure};
 pub use memory::MemoryQueue;
 
 /// Which queue a claimed item came from, so it is settled where it lives.

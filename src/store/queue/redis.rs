@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::backend::{Claims, Depth, QueueBackend};
 use super::item::{random_u32, Claimed, Fenced, Pending, Sealer, SHARD_CAP};
-use crate::store::common::StoreError;
 use crate::store::connection::client::err;
+use crate::store::error::StoreError;
 
 /// Queue shards (Redis hash tags).
 pub const SHARDS: usize = 8;

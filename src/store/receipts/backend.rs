@@ -4,7 +4,7 @@
 use crate::signed::receipt::lifecycle::{
     Begun, Claim, Guard, NewReceipt, Receipt, Update, Updated,
 };
-use crate::store::common::StoreError;
+use crate::store::error::StoreError;
 use crate::store::fanout::Channel;
 
 /// The channel a push's receipt events are published on, under the store's key prefix.

@@ -9,8 +9,8 @@ use super::backend::{events_channel, ReceiptBackend};
 use crate::signed::receipt::lifecycle::{
     self, events_message, Begun, Claim, Guard, Lease, NewReceipt, Receipt, Update, Updated,
 };
-use crate::store::common::StoreError;
 use crate::store::concern::InProcess;
+use crate::store::error::StoreError;
 
 /// One receipt in process memory: the receipt, when it expires, and its lease.
 #[derive(Debug)]

@@ -17,8 +17,8 @@ pub use backend::{events_channel, ReceiptBackend};
 pub use memory::InProcessReceipts;
 pub use redis::RedisReceipts;
 
-use super::common::{StoreError, StoreOp};
 use super::concern::Concern;
+use super::error::{StoreError, StoreOp};
 use super::fanout::Channel;
 use crate::signed::receipt::lifecycle::{
     Begun, Claim, Guard, NewReceipt, Receipt, Update, Updated,

@@ -10,9 +10,9 @@ use super::backend::{events_channel, ReceiptBackend};
 use crate::signed::receipt::lifecycle::{
     Begun, Claim, Event, Guard, NewReceipt, Receipt, State, Target, Update, Updated,
 };
-use crate::store::common::StoreError;
 use crate::store::connection::client::err;
 use crate::store::connection::reply::{bad, int, pairs, text};
+use crate::store::error::StoreError;
 
 /// The receipt scripts over one pool, under one key prefix.
 pub struct RedisReceipts {

@@ -2,7 +2,7 @@
 //! both publish changes on ([`signers_channel`]).
 
 use crate::signed::enrolment::{Enrolled, Signer};
-use crate::store::common::StoreError;
+use crate::store::error::StoreError;
 use crate::store::fanout::Channel;
 
 /// The channel signer changes are published on, under the store's key prefix.

@@ -6,8 +6,8 @@ use std::sync::Mutex;
 
 use super::backend::{signers_channel, SignerBackend};
 use crate::signed::enrolment::{enroll, revoke, Enrolled, Signer};
-use crate::store::common::StoreError;
 use crate::store::concern::InProcess;
+use crate::store::error::StoreError;
 
 /// Signers in process memory.
 #[derive(Debug, Default)]

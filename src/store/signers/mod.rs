@@ -16,8 +16,8 @@ pub use backend::{signers_channel, SignerBackend};
 pub use memory::InProcessSigners;
 pub use redis::RedisSigners;
 
-use super::common::{StoreError, StoreOp};
 use super::concern::Concern;
+use super::error::{StoreError, StoreOp};
 use super::fanout::Channel;
 
 use crate::signed::enrolment::{Enrolled, Signer};

@@ -7,9 +7,9 @@ use fred::types::scripts::Script;
 
 use super::backend::{signers_channel, SignerBackend};
 use crate::signed::enrolment::{Enrolled, Signer};
-use crate::store::common::StoreError;
 use crate::store::connection::client::err;
 use crate::store::connection::reply::{bad, int, pairs, text};
+use crate::store::error::StoreError;
 
 /// The signer scripts over one pool, under one key prefix.
 pub struct RedisSigners {

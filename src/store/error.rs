@@ -1,19 +1,11 @@
-//! What every part of the store shares, in one leaf so that no part imports its parent:
-//! the error ([`StoreError`]), what a replica does when Redis fails ([`RedisFailure`]), the
-//! operation labels ([`StoreOp`]) and the decode failures ([`DecodeKind`]) the metrics count,
-//! the answer to an admission ([`Admission`]), and the link to Redis ([`Link`]): whether this
-//! replica is degraded, and the probe that brings it back.
+//! What went wrong in the store ([`StoreError`]) and how the store is counted: the
+//! operations the round-trip metrics name ([`StoreOp`]) and the stored or published data
+//! this version could not read ([`DecodeKind`]).
 
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use fred::clients::Pool;
-
-use crate::device::Environment;
 use crate::metrics;
-use crate::policy::Decision;
 
 /// The store could not answer.
 #[derive(Debug, thiserror::Error)]
@@ -28,24 +20,6 @@ pub enum StoreError {
     /// needs the shared store (signed pushes, mailboxes).
     #[error("the shared store is unavailable (this replica is degraded)")]
     Degraded,
-}
-
-/// `RELAY_REDIS_FAILURE`: what a replica does when Redis fails.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RedisFailure {
-    /// Switch to the in-process store until Redis answers again.
-    Degrade,
-    /// Answer 503 with `Retry-After`.
-    Reject,
-}
-
-/// The answer to an admission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Admission {
-    /// What the policy decided.
-    pub decision: Decision,
-    /// The environment the device last worked on, if remembered.
-    pub env: Option<Environment>,
 }
 
 /// A store operation, as the `op` label of `sealrelay_store_duration_seconds` and
@@ -216,91 +190,5 @@ impl DecodeKind {
     /// Counts one failure of this kind.
     pub fn count(self) {
         metrics::store_decode_error(self.as_str());
-    }
-}
-
-/// The link to Redis that every part of a Redis-backed store shares: whether this replica
-/// runs degraded on its in-process store, whether Redis came back since, what to do when
-/// Redis fails, and the pool the recovery probe pings.
-#[derive(Debug)]
-pub struct Link {
-    pool: Pool,
-    on_failure: RedisFailure,
-    degraded: Arc<AtomicBool>,
-    /// Set by the recovery probe: Redis answers again, the local queue should be handed over.
-    recovered: Arc<AtomicBool>,
-}
-
-impl Link {
-    /// A healthy link over `pool`.
-    pub fn new(pool: Pool, on_failure: RedisFailure) -> Self {
-        Self {
-            pool,
-            on_failure,
-            degraded: Arc::new(AtomicBool::new(false)),
-            recovered: Arc::new(AtomicBool::new(false)),
-        }
-    }
-
-    /// What a replica does when Redis fails.
-    pub fn on_failure(&self) -> RedisFailure {
-        self.on_failure
-    }
-
-    /// Whether this replica currently runs on its in-process store because Redis failed.
-    pub fn degraded(&self) -> bool {
-        self.degraded.load(Ordering::SeqCst)
-    }
-
-    /// Whether Redis came back since the last call (the local queue should be handed over).
-    pub fn take_recovered(&self) -> bool {
-        self.recovered.swap(false, Ordering::SeqCst)
-    }
-
-    /// Switches this replica to its in-process store (once: later calls while degraded do
-    /// nothing), logs the cause, sets the degraded gauge, and starts the probe that switches
-    /// back when Redis answers a PING again.
-    pub fn degrade(&self, cause: &StoreError) {
-        if self.degraded.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        tracing::warn!(error = %cause, "Redis failed: this replica now decides on its in-process store (degraded)");
-        metrics::degraded(true);
-        let degraded = self.degraded.clone();
-        let recovered = self.recovered.clone();
-        let pool = self.pool.clone();
-        let since = Instant::now();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                let ping: Result<String, _> =
-                    fred::prelude::ClientLike::ping(pool.next(), None).await;
-                if ping.is_ok() {
-                    degraded.store(false, Ordering::SeqCst);
-                    recovered.store(true, Ordering::SeqCst);
-                    metrics::degraded(false);
-                    tracing::warn!(
-                        degraded_ms = since.elapsed().as_millis() as u64,
-                        "Redis answers again: back on shared state"
-                    );
-                    return;
-                }
-            }
-        });
-    }
-
-    /// Runs an operation of a concern that needs the shared store for its guarantees
-    /// (receipts, signers, mailboxes): without a link (one replica, in process) as it is;
-    /// while degraded not at all ([`StoreError::Degraded`]); else timed under `op`.
-    pub(crate) async fn shared<T>(
-        link: Option<&Link>,
-        op: StoreOp,
-        f: impl Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        match link {
-            None => f.await,
-            Some(l) if l.degraded() => Err(StoreError::Degraded),
-            Some(_) => op.timed(f).await,
-        }
     }
 }
