@@ -432,7 +432,15 @@ fn after_write(
             if let Err(e) = m
                 .store
                 .mailboxes()
-                .apply(&name, bearer.hash(), &op, m.now_ms(), m.settings.limits)
+                .apply(
+                    &super::state::Request {
+                        name: &name,
+                        bearer: bearer.hash(),
+                        op: &op,
+                        limits: m.settings.limits,
+                    },
+                    m.now_ms(),
+                )
                 .await
             {
                 tracing::warn!(error = %e, "mailbox push: could not forget a dead token's registration");

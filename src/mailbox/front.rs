@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch as stop_watch;
 
-use super::state::{Answer, Limits, Name, Op};
+use super::state::{Answer, Limits, Name, Op, Request};
 use crate::clock::Clock;
 use crate::store::Store;
 
@@ -120,7 +120,15 @@ impl Mailboxes {
         let answer = self
             .store
             .mailboxes()
-            .apply(name, bearer.hash(), op, self.now_ms(), self.settings.limits)
+            .apply(
+                &Request {
+                    name,
+                    bearer: bearer.hash(),
+                    op,
+                    limits: self.settings.limits,
+                },
+                self.now_ms(),
+            )
             .await
             .map_err(|e| {
                 tracing::warn!(error = %e, "mailbox: the shared store did not answer");

@@ -25,7 +25,7 @@ pub use event::MailboxEvent;
 pub use kinds::{
     Bucket, Dir, Limits, Name, Side, BUCKET_LABELS, FOREGROUND_MS, LIST_MAX_BYTES, PRUNE_BATCH,
 };
-pub use ops::{Answer, Envelope, Op, PushDecision};
+pub use ops::{Answer, Envelope, Op, PushDecision, Request};
 
 #[derive(Debug, Clone, Default)]
 struct Direction {

@@ -2,7 +2,21 @@
 
 use bytes::Bytes;
 
-use super::kinds::{Bucket, Dir, Side};
+use super::kinds::{Bucket, Dir, Limits, Name, Side};
+
+/// One request to a mailbox, as the store runs it: the mailbox, the bearer (the SHA-256 hex
+/// of its token), what it asks and the limits it is held to.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The mailbox.
+    pub name: &'a Name,
+    /// The bearer's SHA-256, hex.
+    pub bearer: &'a str,
+    /// What it asks.
+    pub op: &'a Op,
+    /// The limits of every mailbox.
+    pub limits: Limits,
+}
 
 /// What a request does, once its bearer and bucket pass.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! What a mailboxes backend does ([`MailboxBackend`]), in process or in Redis, the channels
 //! a mailbox's sockets listen on, and the decoding of what they hear.
 
-use crate::mailbox::state::{Answer, Limits, MailboxEvent, Name, Op};
+use crate::mailbox::state::{Answer, MailboxEvent, Name, Request};
 use crate::store::error::{DecodeKind, StoreError};
 use crate::store::fanout::Channel;
 
@@ -30,16 +30,9 @@ pub fn signal_channel(prefix: &str, name: &Name) -> Channel {
 /// Where mailboxes live: in process or in Redis.
 #[async_trait::async_trait]
 pub trait MailboxBackend: Send + Sync + std::fmt::Debug {
-    /// One request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer`, publishing its
+    /// One request (see [`Request`]), publishing its
     /// [`MailboxEvent`] if it makes one (best effort, like Redis pub/sub: the answer stands).
-    async fn apply(
-        &self,
-        name: &Name,
-        bearer: &str,
-        op: &Op,
-        now_ms: i64,
-        limits: Limits,
-    ) -> Result<Answer, StoreError>;
+    async fn apply(&self, req: &Request<'_>, now_ms: i64) -> Result<Answer, StoreError>;
 
     /// Forgets mailboxes idle past their time (the in-process backend; Redis expires keys
     /// itself).

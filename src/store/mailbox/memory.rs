@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::backend::{event_channel, MailboxBackend};
-use crate::mailbox::state::{self, Answer, Kept, Limits, Mailbox, MailboxEvent, Name, Op};
+use crate::mailbox::state::{self, Answer, Kept, Mailbox, MailboxEvent, Name, Request};
 use crate::store::concern::InProcess;
 use crate::store::error::StoreError;
 
@@ -16,23 +16,16 @@ pub struct MemoryMailboxes {
 }
 
 impl MemoryMailboxes {
-    /// Applies one request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer`: the
-    /// answer, and the generation of the claim it applied to (0 when none), for the event
-    /// it publishes.
-    fn apply_in(
-        &self,
-        name: &Name,
-        bearer: &str,
-        op: &Op,
-        now_ms: i64,
-        limits: Limits,
-    ) -> (Answer, u64) {
+    /// Applies one request: the answer, and the generation of the claim it applied to (0
+    /// when none), for the event it publishes.
+    fn apply_in(&self, req: &Request<'_>, now_ms: i64) -> (Answer, u64) {
+        let name = req.name;
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if map.get(name).is_some_and(|m| m.expired(now_ms)) {
             map.remove(name);
         }
         let (answer, generation, kept) =
-            state::request(map.get_mut(name), bearer, op, now_ms, limits);
+            state::request(map.get_mut(name), req.bearer, req.op, now_ms, req.limits);
         match kept {
             Kept::Same => {}
             Kept::Made(m) => {
@@ -59,19 +52,12 @@ pub type InProcessMailboxes = InProcess<MemoryMailboxes>;
 
 #[async_trait::async_trait]
 impl MailboxBackend for InProcessMailboxes {
-    async fn apply(
-        &self,
-        name: &Name,
-        bearer: &str,
-        op: &Op,
-        now_ms: i64,
-        limits: Limits,
-    ) -> Result<Answer, StoreError> {
-        let (answer, generation) = self.memory.apply_in(name, bearer, op, now_ms, limits);
-        if let Some(ev) = MailboxEvent::of(op, &answer, generation) {
+    async fn apply(&self, req: &Request<'_>, now_ms: i64) -> Result<Answer, StoreError> {
+        let (answer, generation) = self.memory.apply_in(req, now_ms);
+        if let Some(ev) = MailboxEvent::of(req.op, &answer, generation) {
             let _ = self
                 .fanout
-                .publish(&event_channel("", name), ev.encode().as_bytes(), now_ms)
+                .publish(&event_channel("", req.name), ev.encode().as_bytes(), now_ms)
                 .await;
         }
         Ok(answer)
@@ -85,7 +71,7 @@ impl MailboxBackend for InProcessMailboxes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mailbox::state::Dir;
+    use crate::mailbox::state::{Dir, Limits, Op};
     use crate::store::mailbox::receive_event;
     use bytes::Bytes;
 
@@ -100,7 +86,13 @@ mod tests {
             now_ms: i64,
             limits: Limits,
         ) -> Answer {
-            self.apply_in(name, bearer, op, now_ms, limits).0
+            let req = Request {
+                name,
+                bearer,
+                op,
+                limits,
+            };
+            self.apply_in(&req, now_ms).0
         }
 
         /// Mailboxes held.

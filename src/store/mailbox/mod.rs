@@ -18,7 +18,7 @@ pub use redis::{mailbox_lua, RedisMailboxes};
 use super::concern::Concern;
 use super::error::{StoreError, StoreOp};
 use super::fanout::Channel;
-use crate::mailbox::state::{Answer, Limits, Name, Op};
+use crate::mailbox::state::{Answer, Name, Request};
 
 /// Mailboxes as the front-end uses them (MAILBOX.md). Like receipts, they need the shared
 /// store (every limit is cluster-wide and any replica serves any request), so while
@@ -37,21 +37,11 @@ impl MailboxStore {
         signal_channel(self.prefix(), name)
     }
 
-    /// One mailbox request (see [`Op`]) for the bearer whose SHA-256 hex is `bearer`. One
+    /// One mailbox request (see [`Request`]). One
     /// round trip on Redis; what live sockets must hear is published by the same script
     /// (in process: by the same call).
-    pub async fn apply(
-        &self,
-        name: &Name,
-        bearer: &str,
-        op: &Op,
-        now_ms: i64,
-        limits: Limits,
-    ) -> Result<Answer, StoreError> {
-        self.call(StoreOp::Mailbox, |b| {
-            b.apply(name, bearer, op, now_ms, limits)
-        })
-        .await
+    pub async fn apply(&self, req: &Request<'_>, now_ms: i64) -> Result<Answer, StoreError> {
+        self.call(StoreOp::Mailbox, |b| b.apply(req, now_ms)).await
     }
 
     /// Forgets in-process mailboxes idle past their time (called periodically).

@@ -9,7 +9,7 @@ use fred::prelude::*;
 use fred::types::scripts::Script;
 
 use super::backend::{event_channel, MailboxBackend};
-use crate::mailbox::state::{Answer, Envelope, Limits, Name, Op, PushDecision};
+use crate::mailbox::state::{Answer, Envelope, Name, Op, PushDecision, Request};
 use crate::store::connection::client::{err, with_gcra, GCRA_LUA};
 use crate::store::error::StoreError;
 
@@ -79,17 +79,13 @@ impl RedisMailboxes {
     pub fn channel(&self, name: &Name) -> String {
         event_channel(&self.prefix, name).name().to_owned()
     }
+}
 
+#[async_trait::async_trait]
+impl MailboxBackend for RedisMailboxes {
     /// One request. One EVALSHA.
-    pub async fn apply(
-        &self,
-        name: &Name,
-        bearer: &str,
-        op: &Op,
-        now_ms: i64,
-        limits: Limits,
-    ) -> Result<Answer, StoreError> {
-        let (verb, rest): (&str, Vec<Value>) = match op {
+    async fn apply(&self, req: &Request<'_>, now_ms: i64) -> Result<Answer, StoreError> {
+        let (verb, rest): (&str, Vec<Value>) = match req.op {
             Op::Claim => ("claim", vec![]),
             Op::Erase => ("erase", vec![]),
             Op::Put {
@@ -145,16 +141,16 @@ impl RedisMailboxes {
         };
         let mut args: Vec<Value> = vec![
             verb.into(),
-            bearer.into(),
+            req.bearer.into(),
             now_ms.to_string().into(),
-            limits.idle_ms.to_string().into(),
-            limits.max_envelopes.to_string().into(),
-            self.channel(name).into(),
+            req.limits.idle_ms.to_string().into(),
+            req.limits.max_envelopes.to_string().into(),
+            self.channel(req.name).into(),
         ];
         args.extend(rest);
         let reply: Vec<Value> = self
             .script
-            .evalsha_with_reload(self.pool.next(), self.keys(name), args)
+            .evalsha_with_reload(self.pool.next(), self.keys(req.name), args)
             .await
             .map_err(err)?;
         let code = reply.first().and_then(int_of).ok_or_else(bad)?;
@@ -213,19 +209,5 @@ impl RedisMailboxes {
             15 => Answer::More,
             _ => return Err(bad()),
         })
-    }
-}
-
-#[async_trait::async_trait]
-impl MailboxBackend for RedisMailboxes {
-    async fn apply(
-        &self,
-        name: &Name,
-        bearer: &str,
-        op: &Op,
-        now_ms: i64,
-        limits: Limits,
-    ) -> Result<Answer, StoreError> {
-        RedisMailboxes::apply(self, name, bearer, op, now_ms, limits).await
     }
 }
