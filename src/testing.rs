@@ -163,16 +163,7 @@ impl SignedStorePart {
         let mut forwarded = true;
         for i in 0..push.targets().len() {
             let alert = push.alert(i);
-            let admitted = self
-                .store
-                .policy()
-                .admit(
-                    &alert.device,
-                    alert.collapse_id.as_str(),
-                    alert.flap_key(),
-                    now_ms,
-                )
-                .await;
+            let admitted = self.store.policy().admit(alert.key(), now_ms).await;
             match admitted {
                 Ok(a) => forwarded &= matches!(a.decision, Decision::Forward(_)),
                 Err(_) => return SignedStoreOutcome::Failed,

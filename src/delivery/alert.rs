@@ -6,6 +6,7 @@
 use std::fmt;
 
 use crate::device::DeviceToken;
+use crate::store::AlertKey;
 
 /// The ciphertext cap daemons in the field fit to (see `DESIGN.md`).
 pub const DEFAULT_MAX_CIPHERTEXT_CHARS: usize = 3800;
@@ -106,6 +107,11 @@ impl Alert {
         self.flap_id
             .as_ref()
             .map_or(self.collapse_id.as_str(), Id32::as_str)
+    }
+
+    /// The alert as the policy's state knows it.
+    pub fn key(&self) -> AlertKey<'_> {
+        AlertKey::new(&self.device, self.collapse_id.as_str(), self.flap_key())
     }
 }
 

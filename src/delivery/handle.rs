@@ -20,7 +20,7 @@ use crate::push::{
 };
 use crate::secret::Secret;
 use crate::store::queue::{backoff_ms, random_u32, Pending};
-use crate::store::{Admission, Store};
+use crate::store::{Admission, AlertKey, Mark, Store};
 
 /// The delivery core's settings.
 #[derive(Debug, Clone)]
@@ -225,8 +225,7 @@ impl Delivery {
     /// Admits, forwards and settles one alert, for `ctx`.
     pub async fn handle_with(&self, alert: &Alert, ctx: &Context) -> Outcome {
         let now_ms = self.clock.now_ms();
-        let collapse = alert.collapse_id.as_str();
-        let flap_key = alert.flap_key();
+        let key = alert.key();
         let admission_span = tracing::info_span!(
             "admission",
             store = self.store.kind(),
@@ -235,7 +234,7 @@ impl Delivery {
         let admitted = self
             .store
             .policy()
-            .admit_in(ctx.shared, &alert.device, collapse, flap_key, now_ms)
+            .admit_in(ctx.shared, key, now_ms)
             .instrument(admission_span.clone())
             .await;
         let Admission { decision, env } = match admitted {
@@ -275,8 +274,7 @@ impl Delivery {
                 return Outcome::DryRun;
             }
             Sender::Unconfigured => {
-                self.rollback(&alert.device, collapse, flap_key, &ticket)
-                    .await;
+                self.rollback(key, &ticket).await;
                 return Outcome::NotConfigured;
             }
         };
@@ -295,7 +293,7 @@ impl Delivery {
             // Delivery past a 2xx is the relay's job: retry from the queue inside the
             // staleness window; duplicates keep coalescing meanwhile.
             match self
-                .queue(&*push, &m, alert, flap_key, &ticket, attempt.env, ctx)
+                .queue(&*push, &m, alert, key.flap_key, &ticket, attempt.env, ctx)
                 .await
             {
                 Ok(()) => {
@@ -311,8 +309,7 @@ impl Delivery {
                 Err(e) => tracing::error!(error = %e, "could not queue a notification for retry"),
             }
         }
-        self.settle_refusal(&alert.device, collapse, flap_key, &ticket, &attempt)
-            .await;
+        self.settle_refusal(key, &ticket, &attempt).await;
         Outcome::of(attempt.verdict)
     }
 
@@ -344,7 +341,14 @@ impl Delivery {
         let now = self.clock.now_ms();
         self.store
             .policy()
-            .hold(&alert.device, &item.collapse_id, item.expires_ms(), now)
+            .mark(
+                &alert.device,
+                Mark::Hold {
+                    collapse_id: &item.collapse_id,
+                    until_ms: item.expires_ms(),
+                },
+                now,
+            )
             .await?;
         self.store
             .queue()
@@ -407,7 +411,7 @@ impl Delivery {
                 left.max(Duration::from_millis(1)),
                 self.store
                     .policy()
-                    .remember_env(device, second, self.clock.now_ms()),
+                    .mark(device, Mark::Env(second), self.clock.now_ms()),
             )
             .await;
             if !matches!(remembered, Ok(Ok(()))) {
@@ -422,17 +426,11 @@ impl Delivery {
         }
     }
 
-    pub(super) async fn rollback(
-        &self,
-        device: &DeviceToken,
-        collapse: &str,
-        flap_key: &str,
-        t: &Ticket,
-    ) {
+    pub(super) async fn rollback(&self, key: AlertKey<'_>, t: &Ticket) {
         if let Err(e) = self
             .store
             .policy()
-            .rollback(device, collapse, flap_key, t, self.clock.now_ms())
+            .rollback(key, t, self.clock.now_ms())
             .await
         {
             tracing::error!(error = %e, "rolling back a refused forward failed");
@@ -443,13 +441,11 @@ impl Delivery {
     /// alert is eligible again, and remember a dead token.
     pub(super) async fn settle_refusal(
         &self,
-        device: &DeviceToken,
-        collapse: &str,
-        flap_key: &str,
+        key: AlertKey<'_>,
         ticket: &Ticket,
         attempt: &Attempt,
     ) {
-        self.rollback(device, collapse, flap_key, ticket).await;
+        self.rollback(key, ticket).await;
         if attempt.verdict.class() != VerdictClass::TokenDead {
             return;
         }
@@ -464,7 +460,14 @@ impl Delivery {
             if let Err(e) = self
                 .store
                 .policy()
-                .bury(device, reason, self.clock.now_ms(), ttl)
+                .mark(
+                    key.device,
+                    Mark::Dead {
+                        reason,
+                        ttl_ms: ttl,
+                    },
+                    self.clock.now_ms(),
+                )
                 .await
             {
                 tracing::warn!(error = %e, "could not remember a dead token");

@@ -23,7 +23,7 @@ use crate::metrics;
 use crate::push::{Kind, Notification, Payload, VerdictClass};
 use crate::secret::Secret;
 use crate::store::queue::{backoff_ms, random_u32, Fenced, Pending};
-use crate::store::Lease;
+use crate::store::{AlertKey, Lease, Mark};
 
 /// What one retry attempt came to, as labelled in `sealrelay_retry_attempts_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,7 +222,13 @@ impl Delivery {
                 if let Err(e) = self
                     .store
                     .policy()
-                    .release(&device, &item.collapse_id, now)
+                    .mark(
+                        &device,
+                        Mark::Release {
+                            collapse_id: &item.collapse_id,
+                        },
+                        now,
+                    )
                     .await
                 {
                     tracing::warn!(error = %e, "could not release a delivered alert");
@@ -250,14 +256,8 @@ impl Delivery {
                 metrics::retry_attempt(RetryResult::Failed.as_str());
                 tracing::warn!(device = %device.hash8(), reason = attempt.verdict.reason_label(), "queued notification refused by the push service");
                 if let Ok(Fenced::Done) = self.store.queue().ack(&lease).await {
-                    self.settle_refusal(
-                        &device,
-                        &item.collapse_id,
-                        &item.flap_key,
-                        &item.ticket(),
-                        &attempt,
-                    )
-                    .await;
+                    let key = AlertKey::new(&device, &item.collapse_id, &item.flap_key);
+                    self.settle_refusal(key, &item.ticket(), &attempt).await;
                     self.report(&item, Ending::Outcome(&Outcome::of(attempt.verdict)))
                         .await;
                 }
@@ -272,8 +272,8 @@ impl Delivery {
         if let Ok(Fenced::Done) = self.store.queue().ack(lease).await {
             metrics::retry_attempt(RetryResult::Expired.as_str());
             tracing::warn!(device = %device.hash8(), attempts = item.attempts, "queued notification expired undelivered");
-            self.rollback(device, &item.collapse_id, &item.flap_key, &item.ticket())
-                .await;
+            let key = AlertKey::new(device, &item.collapse_id, &item.flap_key);
+            self.rollback(key, &item.ticket()).await;
             self.report(item, Ending::Expired).await;
         }
     }

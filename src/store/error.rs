@@ -7,6 +7,9 @@ use std::time::Instant;
 
 use crate::metrics;
 
+/// What a store call answers.
+pub type StoreResult<T> = Result<T, StoreError>;
+
 /// The store could not answer.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

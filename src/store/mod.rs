@@ -47,7 +47,7 @@ use crate::policy::Policy;
 
 pub use error::{DecodeKind, StoreError, StoreOp};
 pub use link::RedisFailure;
-pub use policy::Admission;
+pub use policy::{Admission, AlertKey, Mark};
 pub use queue::Lease;
 
 /// The store's settings.

@@ -216,11 +216,7 @@ async fn a_stale_claim_settles_nothing() {
     );
     // The alert is still held (coalesces), as the new owner's attempt is pending.
     let now = clock.now_ms();
-    let again = store
-        .policy()
-        .admit(&a.device, a.collapse_id.as_str(), a.flap_key(), now)
-        .await
-        .unwrap();
+    let again = store.policy().admit(a.key(), now).await.unwrap();
     assert_eq!(again.decision, Decision::Coalesced);
 }
 
@@ -241,16 +237,7 @@ async fn an_item_past_its_window_expires_unsent() {
     d.retry(lease).await;
     assert_eq!(push.calls().len(), 1, "never sent late");
     assert_eq!(store.queue().local_len(), 0);
-    let again = store
-        .policy()
-        .admit(
-            &a.device,
-            a.collapse_id.as_str(),
-            a.flap_key(),
-            clock.now_ms(),
-        )
-        .await
-        .unwrap();
+    let again = store.policy().admit(a.key(), clock.now_ms()).await.unwrap();
     assert!(matches!(again.decision, Decision::Forward(_)));
 }
 

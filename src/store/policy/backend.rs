@@ -4,7 +4,7 @@
 
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{DeadReason, Decision, Ticket};
-use crate::store::error::StoreError;
+use crate::store::error::StoreResult;
 
 /// The answer to an admission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,52 +14,63 @@ pub struct Admission {
     /// The environment the device last worked on, if remembered.
     pub env: Option<Environment>,
 }
+/// Which alert of which device an admission, or its rollback, is about.
+#[derive(Debug, Clone, Copy)]
+pub struct AlertKey<'a> {
+    /// The device.
+    pub device: &'a DeviceToken,
+    /// The alert's collapse id.
+    pub collapse_id: &'a str,
+    /// What flap suppression compares (see [`crate::policy`]).
+    pub flap_key: &'a str,
+}
+
+impl<'a> AlertKey<'a> {
+    /// The key of `device`'s alert `collapse_id`, flap-compared by `flap_key`.
+    pub const fn new(device: &'a DeviceToken, collapse_id: &'a str, flap_key: &'a str) -> Self {
+        Self {
+            device,
+            collapse_id,
+            flap_key,
+        }
+    }
+}
+
+/// What a forward's outcome marks on a device's state, besides admissions and rollbacks.
+#[derive(Debug, Clone, Copy)]
+pub enum Mark<'a> {
+    /// The environment the device turned out to work on.
+    Env(Environment),
+    /// Holds an alert until `until_ms` while its forward waits in the retry queue.
+    Hold {
+        /// The alert's collapse id.
+        collapse_id: &'a str,
+        /// Until when.
+        until_ms: i64,
+    },
+    /// Ends a hold: the queued forward was delivered.
+    Release {
+        /// The alert's collapse id.
+        collapse_id: &'a str,
+    },
+    /// The push service rejected the token for good: remembered for `ttl_ms`.
+    Dead {
+        /// Why.
+        reason: DeadReason,
+        /// For how long.
+        ttl_ms: i64,
+    },
+}
+
 /// Where per-device policy state lives: in process or in Redis.
 #[async_trait::async_trait]
 pub trait PolicyBackend: Send + Sync + std::fmt::Debug {
-    /// Decides one envelope for `device` at `now_ms` and records the forward, if any.
-    async fn admit(
-        &self,
-        device: &DeviceToken,
-        collapse_id: &str,
-        flap_key: &str,
-        now_ms: i64,
-    ) -> Result<Admission, StoreError>;
+    /// Decides one envelope at `now_ms` and records the forward, if any.
+    async fn admit(&self, key: AlertKey<'_>, now_ms: i64) -> StoreResult<Admission>;
 
     /// Undoes the forward `ticket` recorded (and any hold on the alert).
-    async fn rollback(
-        &self,
-        device: &DeviceToken,
-        collapse_id: &str,
-        flap_key: &str,
-        ticket: &Ticket,
-        now_ms: i64,
-    ) -> Result<(), StoreError>;
+    async fn rollback(&self, key: AlertKey<'_>, ticket: &Ticket, now_ms: i64) -> StoreResult<()>;
 
-    /// Remembers the environment a device worked on.
-    async fn remember_env(
-        &self,
-        device: &DeviceToken,
-        env: Environment,
-        now_ms: i64,
-    ) -> Result<(), StoreError>;
-
-    /// Holds an alert until `until_ms` while its forward waits in the retry queue; `until_ms`
-    /// 0 ends the hold (the queued forward was delivered).
-    async fn hold(
-        &self,
-        device: &DeviceToken,
-        collapse_id: &str,
-        until_ms: i64,
-        now_ms: i64,
-    ) -> Result<(), StoreError>;
-
-    /// Remembers that the push service rejected this token for good, for `ttl_ms`.
-    async fn bury(
-        &self,
-        device: &DeviceToken,
-        reason: DeadReason,
-        now_ms: i64,
-        ttl_ms: i64,
-    ) -> Result<(), StoreError>;
+    /// Records a [`Mark`] on the device.
+    async fn mark(&self, device: &DeviceToken, mark: Mark<'_>, now_ms: i64) -> StoreResult<()>;
 }

@@ -11,12 +11,11 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::device::{DeviceToken, Environment};
+use crate::device::DeviceToken;
 use crate::policy::{self, DeadReason, DeviceState, Policy, Ticket};
 
-use super::backend::Admission;
-use super::backend::PolicyBackend;
-use crate::store::error::StoreError;
+use super::backend::{Admission, AlertKey, Mark, PolicyBackend};
+use crate::store::error::StoreResult;
 
 const SHARDS: usize = 64;
 
@@ -75,21 +74,21 @@ impl MemoryStore {
     }
 
     /// See [`crate::store::policy::PolicyStore::admit`].
-    pub fn admit(
-        &self,
-        device: &DeviceToken,
-        collapse_id: &str,
-        flap_key: &str,
-        now_ms: i64,
-    ) -> Admission {
-        if let Some(reason) = self.tombstone(device, now_ms) {
+    pub fn admit(&self, key: AlertKey<'_>, now_ms: i64) -> Admission {
+        if let Some(reason) = self.tombstone(key.device, now_ms) {
             return Admission {
                 decision: policy::Decision::Dead(reason),
                 env: None,
             };
         }
-        self.with(device, now_ms, |e| {
-            let decision = policy::admit(&mut e.state, collapse_id, flap_key, now_ms, &self.policy);
+        self.with(key.device, now_ms, |e| {
+            let decision = policy::admit(
+                &mut e.state,
+                key.collapse_id,
+                key.flap_key,
+                now_ms,
+                &self.policy,
+            );
             let wrote = matches!(
                 decision,
                 policy::Decision::Forward(_) | policy::Decision::Suppressed
@@ -105,43 +104,39 @@ impl MemoryStore {
     }
 
     /// See [`crate::store::policy::PolicyStore::rollback`].
-    pub fn rollback(
-        &self,
-        device: &DeviceToken,
-        collapse_id: &str,
-        flap_key: &str,
-        ticket: &Ticket,
-        now_ms: i64,
-    ) {
-        self.with(device, now_ms, |e| {
-            policy::rollback(&mut e.state, collapse_id, flap_key, ticket);
+    pub fn rollback(&self, key: AlertKey<'_>, ticket: &Ticket, now_ms: i64) {
+        self.with(key.device, now_ms, |e| {
+            policy::rollback(&mut e.state, key.collapse_id, key.flap_key, ticket);
             ((), e.written_ms != 0)
         })
     }
 
-    /// See [`crate::store::policy::PolicyStore::hold`].
-    pub fn hold(&self, device: &DeviceToken, collapse_id: &str, until_ms: i64, now_ms: i64) {
-        self.with(device, now_ms, |e| {
-            policy::hold(&mut e.state, collapse_id, until_ms);
-            ((), true)
-        })
-    }
-
-    /// See [`crate::store::policy::PolicyStore::release`].
-    pub fn release(&self, device: &DeviceToken, collapse_id: &str, now_ms: i64) {
-        self.with(device, now_ms, |e| {
-            policy::release(&mut e.state, collapse_id);
-            ((), e.written_ms != 0)
-        })
-    }
-
-    /// See [`crate::store::policy::PolicyStore::bury`].
-    pub fn bury(&self, device: &DeviceToken, reason: DeadReason, now_ms: i64, ttl_ms: i64) {
-        let (k, _) = key(device);
-        self.tombstones
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(k, (now_ms + ttl_ms, reason));
+    /// See [`crate::store::policy::PolicyStore::mark`].
+    pub fn mark(&self, device: &DeviceToken, mark: Mark<'_>, now_ms: i64) {
+        match mark {
+            Mark::Env(env) => self.with(device, now_ms, |e| {
+                e.state.env = Some(env);
+                ((), true)
+            }),
+            Mark::Hold {
+                collapse_id,
+                until_ms,
+            } => self.with(device, now_ms, |e| {
+                policy::hold(&mut e.state, collapse_id, until_ms);
+                ((), true)
+            }),
+            Mark::Release { collapse_id } => self.with(device, now_ms, |e| {
+                policy::release(&mut e.state, collapse_id);
+                ((), e.written_ms != 0)
+            }),
+            Mark::Dead { reason, ttl_ms } => {
+                let (k, _) = key(device);
+                self.tombstones
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(k, (now_ms + ttl_ms, reason));
+            }
+        }
     }
 
     fn tombstone(&self, device: &DeviceToken, now_ms: i64) -> Option<DeadReason> {
@@ -150,14 +145,6 @@ impl MemoryStore {
         t.get(&k)
             .filter(|(until, _)| now_ms < *until)
             .map(|(_, r)| *r)
-    }
-
-    /// See [`crate::store::policy::PolicyStore::remember_env`].
-    pub fn remember_env(&self, device: &DeviceToken, env: Environment, now_ms: i64) {
-        self.with(device, now_ms, |e| {
-            e.state.env = Some(env);
-            ((), true)
-        })
     }
 
     /// Forgets devices idle for the horizon and state that decides nothing, keeping the
@@ -192,67 +179,17 @@ impl MemoryStore {
 
 #[async_trait::async_trait]
 impl PolicyBackend for MemoryStore {
-    async fn admit(
-        &self,
-        device: &DeviceToken,
-        collapse_id: &str,
-        flap_key: &str,
-        now_ms: i64,
-    ) -> Result<Admission, StoreError> {
-        Ok(MemoryStore::admit(
-            self,
-            device,
-            collapse_id,
-            flap_key,
-            now_ms,
-        ))
+    async fn admit(&self, key: AlertKey<'_>, now_ms: i64) -> StoreResult<Admission> {
+        Ok(MemoryStore::admit(self, key, now_ms))
     }
 
-    async fn rollback(
-        &self,
-        device: &DeviceToken,
-        collapse_id: &str,
-        flap_key: &str,
-        ticket: &Ticket,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
-        MemoryStore::rollback(self, device, collapse_id, flap_key, ticket, now_ms);
+    async fn rollback(&self, key: AlertKey<'_>, ticket: &Ticket, now_ms: i64) -> StoreResult<()> {
+        MemoryStore::rollback(self, key, ticket, now_ms);
         Ok(())
     }
 
-    async fn remember_env(
-        &self,
-        device: &DeviceToken,
-        env: Environment,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
-        MemoryStore::remember_env(self, device, env, now_ms);
-        Ok(())
-    }
-
-    async fn hold(
-        &self,
-        device: &DeviceToken,
-        collapse_id: &str,
-        until_ms: i64,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
-        if until_ms == 0 {
-            MemoryStore::release(self, device, collapse_id, now_ms);
-        } else {
-            MemoryStore::hold(self, device, collapse_id, until_ms, now_ms);
-        }
-        Ok(())
-    }
-
-    async fn bury(
-        &self,
-        device: &DeviceToken,
-        reason: DeadReason,
-        now_ms: i64,
-        ttl_ms: i64,
-    ) -> Result<(), StoreError> {
-        MemoryStore::bury(self, device, reason, now_ms, ttl_ms);
+    async fn mark(&self, device: &DeviceToken, mark: Mark<'_>, now_ms: i64) -> StoreResult<()> {
+        MemoryStore::mark(self, device, mark, now_ms);
         Ok(())
     }
 }
@@ -260,6 +197,7 @@ impl PolicyBackend for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::Environment;
     use crate::policy::Decision;
     use std::sync::Arc;
 
@@ -285,7 +223,9 @@ mod tests {
                     let store = store.clone();
                     s.spawn(move || {
                         matches!(
-                            store.admit(&device(1), "c", "c", T0).decision,
+                            store
+                                .admit(AlertKey::new(&device(1), "c", "c"), T0)
+                                .decision,
                             Decision::Forward(_)
                         ) as usize
                     })
@@ -300,7 +240,7 @@ mod tests {
     fn idle_devices_are_forgotten() {
         let store = MemoryStore::new(Policy::defaults());
         for i in 0..100 {
-            store.admit(&device(i), "c", "c", T0);
+            store.admit(AlertKey::new(&device(i), "c", "c"), T0);
         }
         assert_eq!(store.len(), 100);
         assert_eq!(store.sweep(T0 + 1000), 100);
@@ -319,9 +259,11 @@ mod tests {
             rate_capacity: 1,
             ..Policy::defaults()
         });
-        store.admit(&device(1), "a", "a", T0);
+        store.admit(AlertKey::new(&device(1), "a", "a"), T0);
         assert!(matches!(
-            store.admit(&device(1), "b", "b", T0).decision,
+            store
+                .admit(AlertKey::new(&device(1), "b", "b"), T0)
+                .decision,
             Decision::RateLimited { .. }
         ));
         // A first post that is rate limited never happens with capacity >= 1, but a
@@ -330,19 +272,22 @@ mod tests {
             at_ms: T0,
             kind: crate::policy::TicketKind::Counted { cooled: false },
         };
-        store.rollback(&device(2), "a", "a", &t, T0);
+        store.rollback(AlertKey::new(&device(2), "a", "a"), &t, T0);
         assert_eq!(store.len(), 1);
     }
 
     #[test]
     fn environment_is_remembered_until_the_device_goes_idle() {
         let store = MemoryStore::new(Policy::defaults());
-        store.remember_env(&device(1), Environment::Sandbox, T0);
+        store.mark(&device(1), Mark::Env(Environment::Sandbox), T0);
         assert_eq!(
-            store.admit(&device(1), "a", "a", T0 + 1).env,
+            store.admit(AlertKey::new(&device(1), "a", "a"), T0 + 1).env,
             Some(Environment::Sandbox)
         );
         let later = T0 + 1 + Policy::defaults().horizon_ms();
-        assert_eq!(store.admit(&device(1), "b", "b", later).env, None);
+        assert_eq!(
+            store.admit(AlertKey::new(&device(1), "b", "b"), later).env,
+            None
+        );
     }
 }

@@ -3,11 +3,10 @@
 //! script per operation) side by side, running the same policy ([`crate::policy`])
 //! atomically per device.
 //!
-//! [`PolicyStore::admit`] before the APNs call, [`PolicyStore::rollback`] if APNs refuses the
-//! forward, [`PolicyStore::remember_env`] when a device turns out to live on the other
-//! environment, [`PolicyStore::hold`]/[`PolicyStore::release`] around a queued forward,
-//! [`PolicyStore::bury`] for a dead token, [`PolicyStore::client_take`] for a busy client's shared
-//! bucket.
+//! [`PolicyStore::admit`] before the push service's call, [`PolicyStore::rollback`] if the
+//! service refuses the forward, [`PolicyStore::mark`] when a device turns out to live on the
+//! other environment, around a queued forward (a hold and its release) and for a dead token,
+//! [`PolicyStore::client_take`] for a busy client's shared bucket.
 //!
 //! Policy state degrades: with `RELAY_REDIS_FAILURE=degrade` a Redis error or timeout
 //! switches the replica to its in-process store at once (see [`Link::degrade`]), and every
@@ -18,7 +17,7 @@ mod backend;
 mod memory;
 mod redis;
 
-pub use backend::{Admission, PolicyBackend};
+pub use backend::{Admission, AlertKey, Mark, PolicyBackend};
 pub use memory::MemoryStore;
 pub use redis::admit_lua;
 
@@ -27,10 +26,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::device::{DeviceToken, Environment};
-use crate::policy::{DeadReason, Policy, Ticket};
+use crate::device::DeviceToken;
+use crate::policy::{Policy, Ticket};
 use crate::store::connection::RedisStore;
-use crate::store::error::{StoreError, StoreOp};
+use crate::store::error::{StoreError, StoreOp, StoreResult};
 use crate::store::link::{Link, RedisFailure};
 
 /// One call's future, as a [`PolicyBackend`] returns it.
@@ -115,16 +114,9 @@ impl PolicyStore {
         }
     }
 
-    /// Decides one envelope for `device` at `now_ms` and records the forward, if any.
-    pub async fn admit(
-        &self,
-        device: &DeviceToken,
-        collapse_id: &str,
-        flap_key: &str,
-        now_ms: i64,
-    ) -> Result<Admission, StoreError> {
-        self.admit_in(false, device, collapse_id, flap_key, now_ms)
-            .await
+    /// Decides one envelope at `now_ms` and records the forward, if any.
+    pub async fn admit(&self, key: AlertKey<'_>, now_ms: i64) -> StoreResult<Admission> {
+        self.admit_in(false, key, now_ms).await
     }
 
     /// [`PolicyStore::admit`], or with `shared` for a front-end whose guarantees need the
@@ -134,84 +126,36 @@ impl PolicyStore {
     pub async fn admit_in(
         &self,
         shared: bool,
-        device: &DeviceToken,
-        collapse_id: &str,
-        flap_key: &str,
+        key: AlertKey<'_>,
         now_ms: i64,
-    ) -> Result<Admission, StoreError> {
-        self.run(StoreOp::Admit, shared, |b| {
-            b.admit(device, collapse_id, flap_key, now_ms)
-        })
-        .await
+    ) -> StoreResult<Admission> {
+        self.run(StoreOp::Admit, shared, |b| b.admit(key, now_ms))
+            .await
     }
 
     /// Undoes the forward `ticket` recorded (and any hold on the alert).
     pub async fn rollback(
         &self,
-        device: &DeviceToken,
-        collapse_id: &str,
-        flap_key: &str,
+        key: AlertKey<'_>,
         ticket: &Ticket,
         now_ms: i64,
-    ) -> Result<(), StoreError> {
+    ) -> StoreResult<()> {
         self.run(StoreOp::Rollback, false, |b| {
-            b.rollback(device, collapse_id, flap_key, ticket, now_ms)
+            b.rollback(key, ticket, now_ms)
         })
         .await
     }
 
-    /// Remembers the environment a device worked on.
-    pub async fn remember_env(
-        &self,
-        device: &DeviceToken,
-        env: Environment,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.run(StoreOp::RememberEnv, false, |b| {
-            b.remember_env(device, env, now_ms)
-        })
-        .await
-    }
-
-    /// Holds an alert while its forward waits in the retry queue.
-    pub async fn hold(
-        &self,
-        device: &DeviceToken,
-        collapse_id: &str,
-        until_ms: i64,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.run(StoreOp::Hold, false, |b| {
-            b.hold(device, collapse_id, until_ms, now_ms)
-        })
-        .await
-    }
-
-    /// Ends a hold: the queued forward was delivered.
-    pub async fn release(
-        &self,
-        device: &DeviceToken,
-        collapse_id: &str,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.run(StoreOp::Release, false, |b| {
-            b.hold(device, collapse_id, 0, now_ms)
-        })
-        .await
-    }
-
-    /// Remembers that the push service rejected this token for good, for `ttl_ms`.
-    pub async fn bury(
-        &self,
-        device: &DeviceToken,
-        reason: DeadReason,
-        now_ms: i64,
-        ttl_ms: i64,
-    ) -> Result<(), StoreError> {
-        self.run(StoreOp::Bury, false, |b| {
-            b.bury(device, reason, now_ms, ttl_ms)
-        })
-        .await
+    /// Records a [`Mark`] on the device: the environment it works on, a hold of an alert
+    /// whose forward waits in the retry queue or its end, a dead token.
+    pub async fn mark(&self, device: &DeviceToken, mark: Mark<'_>, now_ms: i64) -> StoreResult<()> {
+        let op = match mark {
+            Mark::Env(_) => StoreOp::RememberEnv,
+            Mark::Hold { .. } => StoreOp::Hold,
+            Mark::Release { .. } => StoreOp::Release,
+            Mark::Dead { .. } => StoreOp::Bury,
+        };
+        self.run(op, false, |b| b.mark(device, mark, now_ms)).await
     }
 
     /// The shared bucket of a busy client block (see `crate::v1::clients`):

@@ -9,12 +9,11 @@
 use fred::prelude::*;
 use fred::types::scripts::Script;
 
-use super::backend::Admission;
-use super::backend::PolicyBackend;
+use super::backend::{Admission, AlertKey, Mark, PolicyBackend};
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{DeadReason, Decision, Ticket, TicketKind};
 use crate::store::connection::client::{err, with_gcra, RedisStore, GCRA_LUA};
-use crate::store::error::StoreError;
+use crate::store::error::{StoreError, StoreResult};
 
 /// The admission script exactly as the relay loads it (the benchmark measures Redis's
 /// ceiling with it).
@@ -95,100 +94,29 @@ impl RedisStore {
     }
 }
 
-#[async_trait::async_trait]
-impl PolicyBackend for RedisStore {
-    /// One EVALSHA.
-    async fn admit(
+impl RedisStore {
+    /// Runs one of the scripts on a device's state that answer nothing.
+    async fn on_device(
         &self,
+        script: &Script,
         device: &DeviceToken,
-        collapse_id: &str,
-        flap_key: &str,
-        now_ms: i64,
-    ) -> Result<Admission, StoreError> {
-        let p = &self.policy;
-        let args: Vec<Value> = vec![
-            now_ms.into(),
-            collapse_id.into(),
-            flap_key.into(),
-            p.dedup_ms.into(),
-            i64::from(p.flap_max_forwards).into(),
-            p.flap_window_ms.into(),
-            p.cooldown_ms.into(),
-            p.reset_ms.into(),
-            i64::from(p.rate_capacity).into(),
-            p.emission_us.into(),
-            p.horizon_ms().into(),
-            self.ttl_ms().into(),
-            (self.prune_over as i64).into(),
-            crate::policy::CLOCK_SKEW_MS.into(),
-        ];
-        let reply: Vec<Value> = SCRIPTS
-            .admit
-            .evalsha_with_reload(self.pool.next(), self.admit_keys(device), args)
-            .await
-            .map_err(err)?;
-        parse_admission(&reply)
-            .ok_or_else(|| StoreError::Redis("unexpected reply from policy_admit.lua".into()))
-    }
-
-    async fn rollback(
-        &self,
-        device: &DeviceToken,
-        collapse_id: &str,
-        flap_key: &str,
-        ticket: &Ticket,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
-        let (kind, prev) = match ticket.kind {
-            TicketKind::Counted { cooled: false } => (0, 0),
-            TicketKind::Counted { cooled: true } => (1, 0),
-            TicketKind::Reminder { prev_reminder_ms } => (2, prev_reminder_ms),
-        };
-        let args: Vec<Value> = vec![
-            now_ms.into(),
-            collapse_id.into(),
-            flap_key.into(),
-            ticket.at_ms.into(),
-            kind.into(),
-            prev.into(),
-            self.policy.horizon_ms().into(),
-            self.ttl_ms().into(),
-        ];
-        let _: i64 = SCRIPTS
-            .rollback
+        args: Vec<Value>,
+    ) -> StoreResult<()> {
+        let _: i64 = script
             .evalsha_with_reload(self.pool.next(), vec![self.key(device)], args)
             .await
             .map_err(err)?;
         Ok(())
     }
 
-    async fn remember_env(
-        &self,
-        device: &DeviceToken,
-        env: Environment,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
-        let args: Vec<Value> = vec![
-            now_ms.into(),
-            env.code().into(),
-            self.policy.horizon_ms().into(),
-            self.ttl_ms().into(),
-        ];
-        let _: i64 = SCRIPTS
-            .remember_env
-            .evalsha_with_reload(self.pool.next(), vec![self.key(device)], args)
-            .await
-            .map_err(err)?;
-        Ok(())
-    }
-
+    /// Holds `collapse_id` until `until_ms` (0: ends the hold).
     async fn hold(
         &self,
         device: &DeviceToken,
         collapse_id: &str,
         until_ms: i64,
         now_ms: i64,
-    ) -> Result<(), StoreError> {
+    ) -> StoreResult<()> {
         let args: Vec<Value> = vec![
             now_ms.into(),
             collapse_id.into(),
@@ -196,21 +124,11 @@ impl PolicyBackend for RedisStore {
             self.policy.horizon_ms().into(),
             self.ttl_ms().into(),
         ];
-        let _: i64 = SCRIPTS
-            .hold
-            .evalsha_with_reload(self.pool.next(), vec![self.key(device)], args)
-            .await
-            .map_err(err)?;
-        Ok(())
+        self.on_device(&SCRIPTS.hold, device, args).await
     }
 
-    async fn bury(
-        &self,
-        device: &DeviceToken,
-        reason: DeadReason,
-        _now_ms: i64,
-        ttl_ms: i64,
-    ) -> Result<(), StoreError> {
+    /// Writes the device's tombstone, kept `ttl_ms`.
+    async fn bury(&self, device: &DeviceToken, reason: DeadReason, ttl_ms: i64) -> StoreResult<()> {
         let code = match reason {
             DeadReason::Uninstalled => "u",
             DeadReason::Expired => "e",
@@ -229,6 +147,76 @@ impl PolicyBackend for RedisStore {
             .await
             .map_err(err)?;
         Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl PolicyBackend for RedisStore {
+    /// One EVALSHA.
+    async fn admit(&self, key: AlertKey<'_>, now_ms: i64) -> StoreResult<Admission> {
+        let p = &self.policy;
+        let args: Vec<Value> = vec![
+            now_ms.into(),
+            key.collapse_id.into(),
+            key.flap_key.into(),
+            p.dedup_ms.into(),
+            i64::from(p.flap_max_forwards).into(),
+            p.flap_window_ms.into(),
+            p.cooldown_ms.into(),
+            p.reset_ms.into(),
+            i64::from(p.rate_capacity).into(),
+            p.emission_us.into(),
+            p.horizon_ms().into(),
+            self.ttl_ms().into(),
+            (self.prune_over as i64).into(),
+            crate::policy::CLOCK_SKEW_MS.into(),
+        ];
+        let reply: Vec<Value> = SCRIPTS
+            .admit
+            .evalsha_with_reload(self.pool.next(), self.admit_keys(key.device), args)
+            .await
+            .map_err(err)?;
+        parse_admission(&reply)
+            .ok_or_else(|| StoreError::Redis("unexpected reply from policy_admit.lua".into()))
+    }
+
+    async fn rollback(&self, key: AlertKey<'_>, ticket: &Ticket, now_ms: i64) -> StoreResult<()> {
+        let (kind, prev) = match ticket.kind {
+            TicketKind::Counted { cooled: false } => (0, 0),
+            TicketKind::Counted { cooled: true } => (1, 0),
+            TicketKind::Reminder { prev_reminder_ms } => (2, prev_reminder_ms),
+        };
+        let args: Vec<Value> = vec![
+            now_ms.into(),
+            key.collapse_id.into(),
+            key.flap_key.into(),
+            ticket.at_ms.into(),
+            kind.into(),
+            prev.into(),
+            self.policy.horizon_ms().into(),
+            self.ttl_ms().into(),
+        ];
+        self.on_device(&SCRIPTS.rollback, key.device, args).await
+    }
+
+    async fn mark(&self, device: &DeviceToken, mark: Mark<'_>, now_ms: i64) -> StoreResult<()> {
+        match mark {
+            Mark::Env(env) => {
+                let args: Vec<Value> = vec![
+                    now_ms.into(),
+                    env.code().into(),
+                    self.policy.horizon_ms().into(),
+                    self.ttl_ms().into(),
+                ];
+                self.on_device(&SCRIPTS.remember_env, device, args).await
+            }
+            Mark::Hold {
+                collapse_id,
+                until_ms,
+            } => self.hold(device, collapse_id, until_ms, now_ms).await,
+            Mark::Release { collapse_id } => self.hold(device, collapse_id, 0, now_ms).await,
+            Mark::Dead { reason, ttl_ms } => self.bury(device, reason, ttl_ms).await,
+        }
     }
 }
 

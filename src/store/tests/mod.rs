@@ -23,7 +23,7 @@ use super::policy::{MemoryStore, PolicyBackend};
 use super::queue::{
     Claimed, Fenced, MemoryQueue, Pending, QueueBackend, QueueKey, RedisQueue, Sealer,
 };
-use super::{Admission, RedisFailure, Store};
+use super::{Admission, AlertKey, Mark, RedisFailure, Store};
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{gcra_take, DeadReason, Decision, Policy, Ticket};
 

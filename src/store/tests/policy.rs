@@ -113,8 +113,10 @@ fn same_decisions_in_memory_and_in_redis() {
                             let c = format!("{cid:032x}");
                             let f =
                                 flap.map_or(c.clone(), |f| format!("{:032x}", 1000 + u32::from(f)));
-                            let a: Admission = mem.admit(&d, &c, &f, now);
-                            let b = rt.block_on(red.admit(&d, &c, &f, now)).unwrap();
+                            let a: Admission = mem.admit(AlertKey::new(&d, &c, &f), now);
+                            let b = rt
+                                .block_on(red.admit(AlertKey::new(&d, &c, &f), now))
+                                .unwrap();
                             prop_assert_eq!(a, b, "op {} {:?}", i, op);
                             if let Decision::Forward(t) = a.decision {
                                 tickets.push((d, c, f, t));
@@ -126,19 +128,24 @@ fn same_decisions_in_memory_and_in_redis() {
                             }
                             now += dt;
                             let (d, c, f, t) = tickets.remove(pick % tickets.len());
-                            mem.rollback(&d, &c, &f, &t, now);
-                            rt.block_on(red.rollback(&d, &c, &f, &t, now)).unwrap();
+                            mem.rollback(AlertKey::new(&d, &c, &f), &t, now);
+                            rt.block_on(red.rollback(AlertKey::new(&d, &c, &f), &t, now))
+                                .unwrap();
                         }
                         Op::Hold { dev, cid, for_ms } => {
                             let c = format!("{cid:032x}");
-                            mem.hold(&token(*dev), &c, now + for_ms, now);
-                            rt.block_on(red.hold(&token(*dev), &c, now + for_ms, now))
-                                .unwrap();
+                            let hold = Mark::Hold {
+                                collapse_id: &c,
+                                until_ms: now + for_ms,
+                            };
+                            mem.mark(&token(*dev), hold, now);
+                            rt.block_on(red.mark(&token(*dev), hold, now)).unwrap();
                         }
                         Op::Release { dev, cid } => {
                             let c = format!("{cid:032x}");
-                            mem.release(&token(*dev), &c, now);
-                            rt.block_on(red.hold(&token(*dev), &c, 0, now)).unwrap();
+                            let release = Mark::Release { collapse_id: &c };
+                            mem.mark(&token(*dev), release, now);
+                            rt.block_on(red.mark(&token(*dev), release, now)).unwrap();
                         }
                         Op::Bury { dev } => {
                             let r = if dev % 2 == 0 {
@@ -146,9 +153,12 @@ fn same_decisions_in_memory_and_in_redis() {
                             } else {
                                 DeadReason::Expired
                             };
-                            mem.bury(&token(*dev), r, now, 864_000_000);
-                            rt.block_on(red.bury(&token(*dev), r, now, 864_000_000))
-                                .unwrap();
+                            let dead = Mark::Dead {
+                                reason: r,
+                                ttl_ms: 864_000_000,
+                            };
+                            mem.mark(&token(*dev), dead, now);
+                            rt.block_on(red.mark(&token(*dev), dead, now)).unwrap();
                         }
                         Op::Remember { dev, sandbox } => {
                             let env = if *sandbox {
@@ -156,8 +166,8 @@ fn same_decisions_in_memory_and_in_redis() {
                             } else {
                                 Environment::Production
                             };
-                            mem.remember_env(&token(*dev), env, now);
-                            rt.block_on(red.remember_env(&token(*dev), env, now))
+                            mem.mark(&token(*dev), Mark::Env(env), now);
+                            rt.block_on(red.mark(&token(*dev), Mark::Env(env), now))
                                 .unwrap();
                         }
                         Op::Jump { offset_ms } => now += policy.horizon_ms() + offset_ms,
@@ -185,18 +195,20 @@ async fn a_same_millisecond_rollback_leaves_the_key_cooled_in_both_stores() {
     let (a, b, c, f) = (id(1), id(2), id(3), id(99));
     let mut tickets = Vec::new();
     for cid in [&a, &b] {
-        let m = mem.admit(&d, cid, &f, T0);
-        let r = red.admit(&d, cid, &f, T0).await.unwrap();
+        let m = mem.admit(AlertKey::new(&d, cid, &f), T0);
+        let r = red.admit(AlertKey::new(&d, cid, &f), T0).await.unwrap();
         assert_eq!(m, r);
         let Decision::Forward(t) = m.decision else {
             panic!("{m:?}")
         };
         tickets.push(t);
     }
-    mem.rollback(&d, &a, &f, &tickets[0], T0);
-    red.rollback(&d, &a, &f, &tickets[0], T0).await.unwrap();
-    let m = mem.admit(&d, &c, &f, T0 + 1);
-    let r = red.admit(&d, &c, &f, T0 + 1).await.unwrap();
+    mem.rollback(AlertKey::new(&d, &a, &f), &tickets[0], T0);
+    red.rollback(AlertKey::new(&d, &a, &f), &tickets[0], T0)
+        .await
+        .unwrap();
+    let m = mem.admit(AlertKey::new(&d, &c, &f), T0 + 1);
+    let r = red.admit(AlertKey::new(&d, &c, &f), T0 + 1).await.unwrap();
     assert_eq!(m.decision, Decision::Suppressed);
     assert_eq!(r.decision, Decision::Suppressed);
 }
@@ -263,7 +275,7 @@ async fn one_round_trip_per_admission() {
     let store = redis_store(&server.url(), "rt:", Policy::defaults()).await;
     // Load the script once (the first call may be EVALSHA + SCRIPT LOAD + EVALSHA).
     store
-        .admit(&token(200), &format!("{:032x}", 0), "f", T0)
+        .admit(AlertKey::new(&token(200), &format!("{:032x}", 0), "f"), T0)
         .await
         .unwrap();
     server.cli(&["CONFIG", "RESETSTAT"]);
@@ -271,7 +283,10 @@ async fn one_round_trip_per_admission() {
     for i in 0..n {
         let d = token((i % 50) as u8);
         let a = store
-            .admit(&d, &format!("{i:032x}"), &format!("{i:032x}"), T0 + 1)
+            .admit(
+                AlertKey::new(&d, &format!("{i:032x}"), &format!("{i:032x}")),
+                T0 + 1,
+            )
             .await
             .unwrap();
         assert!(matches!(a.decision, Decision::Forward(_)));
@@ -301,18 +316,21 @@ async fn every_key_expires_and_names_no_token() {
         for j in 0..8 {
             let c = format!("{j:032x}");
             if let Decision::Forward(t) = store
-                .admit(&d, &c, &c, T0 + i64::from(j) * 100)
+                .admit(AlertKey::new(&d, &c, &c), T0 + i64::from(j) * 100)
                 .await
                 .unwrap()
                 .decision
             {
                 if j % 3 == 0 {
-                    store.rollback(&d, &c, &c, &t, T0 + 50_000).await.unwrap();
+                    store
+                        .rollback(AlertKey::new(&d, &c, &c), &t, T0 + 50_000)
+                        .await
+                        .unwrap();
                 }
             }
         }
         store
-            .remember_env(&d, Environment::Sandbox, T0 + 60_000)
+            .mark(&d, Mark::Env(Environment::Sandbox), T0 + 60_000)
             .await
             .unwrap();
     }
@@ -352,7 +370,7 @@ async fn memory_per_device_with_one_live_alert() {
     for i in 0..n {
         let d = DeviceToken::parse(&format!("{i:08x}{}", "ab".repeat(28))).unwrap();
         let c = format!("{:032x}", u128::from(i) * 7919);
-        store.admit(&d, &c, &c, T0).await.unwrap();
+        store.admit(AlertKey::new(&d, &c, &c), T0).await.unwrap();
     }
     let per_device = (used(&server) - before) as f64 / f64::from(n);
     println!("redis memory per device with one live alert id: {per_device:.0} bytes ({n} devices)");
@@ -371,7 +389,7 @@ async fn unreachable_redis_fails_fast_then_recovers() {
     assert!(!store.ready());
     let started = std::time::Instant::now();
     let r = store
-        .admit(&token(1), &format!("{:032x}", 1), "f", T0)
+        .admit(AlertKey::new(&token(1), &format!("{:032x}", 1), "f"), T0)
         .await;
     assert!(r.is_err());
     assert!(
@@ -387,7 +405,7 @@ async fn unreachable_redis_fails_fast_then_recovers() {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         match store
-            .admit(&token(1), &format!("{:032x}", 1), "f", T0)
+            .admit(AlertKey::new(&token(1), &format!("{:032x}", 1), "f"), T0)
             .await
         {
             Ok(a) => {
@@ -423,24 +441,31 @@ async fn a_shared_admission_never_degrades() {
     let (d, now) = (token(5), T0);
     let a = store
         .policy()
-        .admit_in(true, &d, "c1", "f", now)
+        .admit_in(true, AlertKey::new(&d, "c1", "f"), now)
         .await
         .unwrap();
     assert!(matches!(a.decision, Decision::Forward(_)), "{a:?}");
     server.stop();
     assert!(store
         .policy()
-        .admit_in(true, &d, "c2", "f", now)
+        .admit_in(true, AlertKey::new(&d, "c2", "f"), now)
         .await
         .is_err());
     assert!(
         store.degraded(),
         "the failure still degrades the replica for v1"
     );
-    let v1 = store.policy().admit(&d, "c3", "f", now).await.unwrap();
+    let v1 = store
+        .policy()
+        .admit(AlertKey::new(&d, "c3", "f"), now)
+        .await
+        .unwrap();
     assert!(matches!(v1.decision, Decision::Forward(_)), "{v1:?}");
     assert!(matches!(
-        store.policy().admit_in(true, &d, "c4", "f", now).await,
+        store
+            .policy()
+            .admit_in(true, AlertKey::new(&d, "c4", "f"), now)
+            .await,
         Err(crate::store::StoreError::Degraded)
     ));
 }
