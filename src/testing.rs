@@ -169,17 +169,14 @@ impl SignedStorePart {
                 Err(_) => return SignedStoreOutcome::Failed,
             }
         }
-        let recorded = self
-            .store
-            .receipts()
-            .update(
-                push.request_id(),
-                &delivered(push),
-                Guard::Always,
-                now_ms,
-                self.ttl_ms,
-            )
-            .await;
+        let updates = delivered(push);
+        let changes = receipts::Changes {
+            push_id: push.request_id(),
+            updates: &updates,
+            guard: Guard::Always,
+            ttl_ms: self.ttl_ms,
+        };
+        let recorded = self.store.receipts().update(&changes, now_ms).await;
         match recorded {
             Err(_) => SignedStoreOutcome::Failed,
             Ok(_) if !forwarded => SignedStoreOutcome::NotForwarded,

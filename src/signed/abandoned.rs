@@ -24,7 +24,9 @@
 //! Store round trips: none while no target is past the bound; one update when one is (and
 //! one read if another writer changed the receipt meanwhile).
 
-use super::receipt::lifecycle::{self as receipts, Guard, Receipt, State, Update, Updated};
+use super::receipt::lifecycle::{
+    self as receipts, Changes, Guard, Receipt, State, Update, Updated,
+};
 use crate::store::Store;
 
 /// The failure detail of an interrupted target.
@@ -76,11 +78,13 @@ impl Abandonment {
             return r;
         }
         let held = r.events.last().map_or(0, |e| e.sequence);
-        match store
-            .receipts()
-            .update(&r.push_id, &updates, Guard::Lapsed, now_ms, self.ttl_ms)
-            .await
-        {
+        let changes = Changes {
+            push_id: &r.push_id,
+            updates: &updates,
+            guard: Guard::Lapsed,
+            ttl_ms: self.ttl_ms,
+        };
+        match store.receipts().update(&changes, now_ms).await {
             Ok(Updated::Applied(before)) if before == held => {
                 tracing::warn!(
                     push_id = %r.push_id,

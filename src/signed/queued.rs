@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::receipt;
-use super::receipt::lifecycle::{Guard, State, Update};
+use super::receipt::lifecycle::{Changes, Guard, State, Update};
 use crate::clock::Clock;
 use crate::delivery::{Ending, Reference, Settlement};
 use crate::store::{Store, StoreError};
@@ -41,17 +41,13 @@ async fn record(
     now_ms: i64,
     ttl_ms: i64,
 ) -> Result<(), StoreError> {
-    store
-        .receipts()
-        .update(
-            push_id,
-            std::slice::from_ref(update),
-            Guard::Always,
-            now_ms,
-            ttl_ms,
-        )
-        .await
-        .map(|_| ())
+    let changes = Changes {
+        push_id,
+        updates: std::slice::from_ref(update),
+        guard: Guard::Always,
+        ttl_ms,
+    };
+    store.receipts().update(&changes, now_ms).await.map(|_| ())
 }
 
 #[async_trait::async_trait]

@@ -20,7 +20,7 @@ use super::front::Signed;
 use super::labels::Resolution;
 use super::receipt;
 use super::receipt::lifecycle::{
-    Begun, Claim, Guard, NewReceipt, Receipt, State as TargetState, Update, Updated,
+    Begun, Changes, Claim, Guard, NewReceipt, Receipt, State as TargetState, Update, Updated,
 };
 use super::request::SignedPush;
 use crate::delivery::Context;
@@ -107,17 +107,13 @@ impl Signed {
             }
             let now = self.now_ms();
             if !unrecorded.is_empty() {
-                let recorded = self
-                    .store()
-                    .receipts()
-                    .update(
-                        push.request_id(),
-                        &unrecorded,
-                        Guard::Always,
-                        now,
-                        self.settings.receipt_ttl_ms,
-                    )
-                    .await;
+                let changes = Changes {
+                    push_id: push.request_id(),
+                    updates: &unrecorded,
+                    guard: Guard::Always,
+                    ttl_ms: self.settings.receipt_ttl_ms,
+                };
+                let recorded = self.store().receipts().update(&changes, now).await;
                 match recorded {
                     Ok(_) => unrecorded.clear(),
                     Err(_) => continue,
@@ -165,8 +161,9 @@ pub(crate) async fn begin_receipt(
         topic,
         targets: &targets,
         ttl_ms,
+        claim: *claim,
     };
-    store.receipts().begin(&new, claim, now_ms).await
+    store.receipts().begin(&new, now_ms).await
 }
 
 /// The `accepted` targets of `r` through the delivery core at once (the lease held since
@@ -240,19 +237,14 @@ pub(super) async fn deliver(
     let mut r = fresh;
     let held = r.events.last().map_or(0, |e| e.sequence);
     let mut left = None;
+    let changes = Changes {
+        push_id: push.request_id(),
+        updates: &updates,
+        guard: Guard::Always,
+        ttl_ms: s.settings.receipt_ttl_ms,
+    };
     for attempt in 0..2 {
-        match s
-            .store()
-            .receipts()
-            .update(
-                push.request_id(),
-                &updates,
-                Guard::Always,
-                now,
-                s.settings.receipt_ttl_ms,
-            )
-            .await
-        {
+        match s.store().receipts().update(&changes, now).await {
             // The store held the receipt as this replica does: the same changes give the
             // same receipt, so it is rendered here without reading it back.
             Ok(Updated::Applied(before)) if before == held => break,

@@ -405,6 +405,22 @@ pub struct NewReceipt<'a> {
     pub targets: &'a [String],
     /// How long the receipt is kept, ms.
     pub ttl_ms: i64,
+    /// The bid for its lease.
+    pub claim: Claim<'a>,
+}
+
+/// Changes to a push's targets: what a lease holder, the retry queue or a reader settling
+/// abandoned targets reports.
+#[derive(Debug, Clone, Copy)]
+pub struct Changes<'a> {
+    /// The push.
+    pub push_id: &'a str,
+    /// The targets' new states.
+    pub updates: &'a [Update],
+    /// When they apply.
+    pub guard: Guard,
+    /// How much longer a change keeps the receipt, ms.
+    pub ttl_ms: i64,
 }
 
 impl NewReceipt<'_> {
@@ -421,21 +437,16 @@ impl NewReceipt<'_> {
     }
 }
 
-/// What beginning `new` with `claim` finds, given `kept`: the receipt and lease its id
-/// already has, while kept. A free id is a new push (the caller keeps the receipt with
-/// `claim.lease(now_ms)`); the same hash again is a replay, which takes the lease when
-/// [`take`] allows; another hash is a conflict.
-pub fn begin(
-    kept: Option<(&Receipt, &mut Lease)>,
-    new: &NewReceipt<'_>,
-    claim: &Claim<'_>,
-    now_ms: i64,
-) -> Begun {
+/// What beginning `new` finds, given `kept`: the receipt and lease its id already has,
+/// while kept. A free id is a new push (the caller keeps the receipt with
+/// `new.claim.lease(now_ms)`); the same hash again is a replay, which takes the lease when
+/// [`take`] allows for `new.claim`; another hash is a conflict.
+pub fn begin(kept: Option<(&Receipt, &mut Lease)>, new: &NewReceipt<'_>, now_ms: i64) -> Begun {
     match kept {
         None => Begun::New(new.fresh(now_ms)),
         Some((r, _)) if r.hash != new.hash => Begun::Conflict,
         Some((r, lease)) => Begun::Replay {
-            owned: take(lease, r, claim, now_ms),
+            owned: take(lease, r, &new.claim, now_ms),
             receipt: r.clone(),
         },
     }
@@ -545,8 +556,9 @@ pub(crate) mod tests {
                 topic: "topic",
                 targets: &t,
                 ttl_ms: 10_000,
+                claim: *claim,
             };
-            let begun = begin(self.0.as_mut().map(|(r, l)| (&*r, l)), &new, claim, now);
+            let begun = begin(self.0.as_mut().map(|(r, l)| (&*r, l)), &new, now);
             if let Begun::New(r) = &begun {
                 self.0 = Some((r.clone(), claim.lease(now)));
             }

@@ -1,10 +1,8 @@
 //! What a receipts backend does ([`ReceiptBackend`]), in process or in Redis, and the
 //! channel both publish a push's events on ([`events_channel`]).
 
-use crate::signed::receipt::lifecycle::{
-    Begun, Claim, Guard, NewReceipt, Receipt, Update, Updated,
-};
-use crate::store::error::StoreError;
+use crate::signed::receipt::lifecycle::{Begun, Changes, NewReceipt, Receipt, Updated};
+use crate::store::error::StoreResult;
 use crate::store::fanout::Channel;
 
 /// The channel a push's receipt events are published on, under the store's key prefix.
@@ -17,25 +15,14 @@ pub fn events_channel(prefix: &str, push_id: &str) -> Channel {
 pub trait ReceiptBackend: Send + Sync + std::fmt::Debug {
     /// Creates a push's receipt, or finds the one its id has (see
     /// [`lifecycle::begin`]).
-    async fn begin(
-        &self,
-        new: &NewReceipt<'_>,
-        claim: &Claim<'_>,
-        now_ms: i64,
-    ) -> Result<Begun, StoreError>;
+    async fn begin(&self, new: &NewReceipt<'_>, now_ms: i64) -> StoreResult<Begun>;
 
-    /// Applies target changes under `guard` (see [`lifecycle::apply`]) and publishes the new events.
-    async fn update(
-        &self,
-        push_id: &str,
-        updates: &[Update],
-        guard: Guard,
-        now_ms: i64,
-        ttl_ms: i64,
-    ) -> Result<Updated, StoreError>;
+    /// Applies target changes under their guard (see [`lifecycle::apply`]) and publishes
+    /// the new events.
+    async fn update(&self, changes: &Changes<'_>, now_ms: i64) -> StoreResult<Updated>;
 
     /// A push's receipt, while kept.
-    async fn get(&self, push_id: &str, now_ms: i64) -> Result<Option<Receipt>, StoreError>;
+    async fn get(&self, push_id: &str, now_ms: i64) -> StoreResult<Option<Receipt>>;
 
     /// Forgets receipts past their TTL (the in-process backend; Redis expires keys itself).
     fn sweep(&self, _now_ms: i64) {}

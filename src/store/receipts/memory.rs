@@ -7,10 +7,10 @@ use std::sync::Mutex;
 
 use super::backend::{events_channel, ReceiptBackend};
 use crate::signed::receipt::lifecycle::{
-    self, events_message, Begun, Claim, Guard, Lease, NewReceipt, Receipt, Update, Updated,
+    self, events_message, Begun, Changes, Lease, NewReceipt, Receipt, Updated,
 };
 use crate::store::concern::InProcess;
-use crate::store::error::StoreError;
+use crate::store::error::StoreResult;
 
 /// One receipt in process memory: the receipt, when it expires, and its lease.
 #[derive(Debug)]
@@ -31,45 +31,39 @@ impl MemoryReceipts {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Begins `new` with `claim` bidding for its lease ([`lifecycle::begin`]): a new
+    /// Begins `new`, its claim bidding for the lease ([`lifecycle::begin`]): a new
     /// receipt, kept until `now_ms + new.ttl_ms`, or what its id already has.
-    pub fn begin(&self, new: &NewReceipt<'_>, claim: &Claim<'_>, now_ms: i64) -> Begun {
+    pub fn begin(&self, new: &NewReceipt<'_>, now_ms: i64) -> Begun {
         let mut map = self.lock();
         let kept = map
             .get_mut(new.push_id)
             .filter(|e| now_ms < e.until_ms)
             .map(|e| (&e.receipt, &mut e.lease));
-        let begun = lifecycle::begin(kept, new, claim, now_ms);
+        let begun = lifecycle::begin(kept, new, now_ms);
         if let Begun::New(r) = &begun {
             map.insert(
                 new.push_id.to_owned(),
                 Entry {
                     receipt: r.clone(),
                     until_ms: now_ms + new.ttl_ms,
-                    lease: claim.lease(now_ms),
+                    lease: new.claim.lease(now_ms),
                 },
             );
         }
         begun
     }
 
-    /// Applies `updates` under `guard` ([`lifecycle::apply`]); with the new events. A change
-    /// keeps the receipt `ttl_ms` longer.
-    pub fn update(
-        &self,
-        push_id: &str,
-        updates: &[Update],
-        guard: Guard,
-        now_ms: i64,
-        ttl_ms: i64,
-    ) -> (Updated, Vec<lifecycle::Event>) {
+    /// Applies `changes` under their guard ([`lifecycle::apply`]); with the new events. A
+    /// change keeps the receipt `changes.ttl_ms` longer.
+    pub fn update(&self, changes: &Changes<'_>, now_ms: i64) -> (Updated, Vec<lifecycle::Event>) {
         let mut map = self.lock();
-        let Some(e) = map.get_mut(push_id).filter(|e| now_ms < e.until_ms) else {
+        let Some(e) = map.get_mut(changes.push_id).filter(|e| now_ms < e.until_ms) else {
             return (Updated::Gone, Vec::new());
         };
-        let (updated, new) = lifecycle::apply(&mut e.receipt, &e.lease, updates, guard, now_ms);
+        let (r, lease) = (&mut e.receipt, &e.lease);
+        let (updated, new) = lifecycle::apply(r, lease, changes.updates, changes.guard, now_ms);
         if !new.is_empty() {
-            e.until_ms = now_ms + ttl_ms;
+            e.until_ms = now_ms + changes.ttl_ms;
         }
         (updated, new)
     }
@@ -93,28 +87,16 @@ pub type InProcessReceipts = InProcess<MemoryReceipts>;
 
 #[async_trait::async_trait]
 impl ReceiptBackend for InProcessReceipts {
-    async fn begin(
-        &self,
-        new: &NewReceipt<'_>,
-        claim: &Claim<'_>,
-        now_ms: i64,
-    ) -> Result<Begun, StoreError> {
-        Ok(self.memory.begin(new, claim, now_ms))
+    async fn begin(&self, new: &NewReceipt<'_>, now_ms: i64) -> StoreResult<Begun> {
+        Ok(self.memory.begin(new, now_ms))
     }
 
-    async fn update(
-        &self,
-        push_id: &str,
-        updates: &[Update],
-        guard: Guard,
-        now_ms: i64,
-        ttl_ms: i64,
-    ) -> Result<Updated, StoreError> {
-        let (updated, new) = self.memory.update(push_id, updates, guard, now_ms, ttl_ms);
+    async fn update(&self, changes: &Changes<'_>, now_ms: i64) -> StoreResult<Updated> {
+        let (updated, new) = self.memory.update(changes, now_ms);
         if !new.is_empty() {
             self.fanout
                 .publish(
-                    &events_channel("", push_id),
+                    &events_channel("", changes.push_id),
                     events_message(&new).as_bytes(),
                     now_ms,
                 )
@@ -123,7 +105,7 @@ impl ReceiptBackend for InProcessReceipts {
         Ok(updated)
     }
 
-    async fn get(&self, push_id: &str, now_ms: i64) -> Result<Option<Receipt>, StoreError> {
+    async fn get(&self, push_id: &str, now_ms: i64) -> StoreResult<Option<Receipt>> {
         Ok(self.memory.get(push_id, now_ms))
     }
 
@@ -136,29 +118,33 @@ impl ReceiptBackend for InProcessReceipts {
 mod tests {
     use super::*;
     use crate::signed::receipt::lifecycle::tests::{up, A, B};
-    use crate::signed::receipt::lifecycle::State;
+    use crate::signed::receipt::lifecycle::{Claim, Guard, State};
 
     #[test]
     fn memory_receipts_expire() {
         let m = MemoryReceipts::default();
         let t = vec!["a".to_owned()];
-        let new = |hash| NewReceipt {
+        let new = |hash, claim: Claim<'static>| NewReceipt {
             push_id: "p",
             hash,
             signer: "k",
             topic: "t",
             targets: &t,
             ttl_ms: 100,
+            claim,
         };
-        assert!(matches!(m.begin(&new("h"), &A, 0), Begun::New(_)));
+        assert!(matches!(m.begin(&new("h", A), 0), Begun::New(_)));
         assert!(m.get("p", 99).is_some());
         assert!(m.get("p", 100).is_none());
-        assert_eq!(
-            m.update("p", &[up("a", State::Delivered)], Guard::Always, 100, 100)
-                .0,
-            Updated::Gone
-        );
+        let updates = [up("a", State::Delivered)];
+        let changes = Changes {
+            push_id: "p",
+            updates: &updates,
+            guard: Guard::Always,
+            ttl_ms: 100,
+        };
+        assert_eq!(m.update(&changes, 100).0, Updated::Gone);
         // After expiry the id is new again.
-        assert!(matches!(m.begin(&new("other"), &B, 100), Begun::New(_)));
+        assert!(matches!(m.begin(&new("other", B), 100), Begun::New(_)));
     }
 }

@@ -18,11 +18,9 @@ pub use memory::InProcessReceipts;
 pub use redis::RedisReceipts;
 
 use super::concern::Concern;
-use super::error::{StoreError, StoreOp};
+use super::error::{StoreOp, StoreResult};
 use super::fanout::Channel;
-use crate::signed::receipt::lifecycle::{
-    Begun, Claim, Guard, NewReceipt, Receipt, Update, Updated,
-};
+use crate::signed::receipt::lifecycle::{Begun, Changes, NewReceipt, Receipt, Updated};
 
 /// The signed-push API's receipts. They need the shared store for their guarantees (a
 /// replay must never send twice), so they never fall back to a replica's memory: while
@@ -36,36 +34,22 @@ impl ReceiptStore {
         events_channel(self.prefix(), push_id)
     }
 
-    /// Creates a push's receipt with `claim` holding its lease, or finds the one its id
+    /// Creates a push's receipt with its claim holding the lease, or finds the one its id
     /// has (see [`lifecycle::begin`]).
-    pub async fn begin(
-        &self,
-        new: &NewReceipt<'_>,
-        claim: &Claim<'_>,
-        now_ms: i64,
-    ) -> Result<Begun, StoreError> {
-        self.call(StoreOp::ReceiptBegin, |b| b.begin(new, claim, now_ms))
+    pub async fn begin(&self, new: &NewReceipt<'_>, now_ms: i64) -> StoreResult<Begun> {
+        self.call(StoreOp::ReceiptBegin, |b| b.begin(new, now_ms))
             .await
     }
 
-    /// Applies target changes under `guard` (see [`lifecycle::apply`]) and publishes the
-    /// new events to every replica.
-    pub async fn update(
-        &self,
-        push_id: &str,
-        updates: &[Update],
-        guard: Guard,
-        now_ms: i64,
-        ttl_ms: i64,
-    ) -> Result<Updated, StoreError> {
-        self.call(StoreOp::ReceiptUpdate, |b| {
-            b.update(push_id, updates, guard, now_ms, ttl_ms)
-        })
-        .await
+    /// Applies target changes under their guard (see [`lifecycle::apply`]) and publishes
+    /// the new events to every replica.
+    pub async fn update(&self, changes: &Changes<'_>, now_ms: i64) -> StoreResult<Updated> {
+        self.call(StoreOp::ReceiptUpdate, |b| b.update(changes, now_ms))
+            .await
     }
 
     /// A push's receipt, while kept.
-    pub async fn get(&self, push_id: &str, now_ms: i64) -> Result<Option<Receipt>, StoreError> {
+    pub async fn get(&self, push_id: &str, now_ms: i64) -> StoreResult<Option<Receipt>> {
         self.call(StoreOp::ReceiptGet, |b| b.get(push_id, now_ms))
             .await
     }

@@ -8,11 +8,11 @@ use fred::types::scripts::Script;
 
 use super::backend::{events_channel, ReceiptBackend};
 use crate::signed::receipt::lifecycle::{
-    Begun, Claim, Event, Guard, NewReceipt, Receipt, State, Target, Update, Updated,
+    Begun, Changes, Event, Guard, NewReceipt, Receipt, State, Target, Updated,
 };
 use crate::store::connection::client::err;
 use crate::store::connection::reply::{bad, int, pairs, text};
-use crate::store::error::StoreError;
+use crate::store::error::StoreResult;
 
 /// The receipt scripts over one pool, under one key prefix.
 pub struct RedisReceipts {
@@ -91,12 +91,7 @@ impl RedisReceipts {
 impl ReceiptBackend for RedisReceipts {
     /// See [`crate::signed::receipt::lifecycle::begin`]; the lease is timed by Redis's
     /// clock. One EVALSHA.
-    async fn begin(
-        &self,
-        new: &NewReceipt<'_>,
-        claim: &Claim<'_>,
-        now_ms: i64,
-    ) -> Result<Begun, StoreError> {
+    async fn begin(&self, new: &NewReceipt<'_>, now_ms: i64) -> StoreResult<Begun> {
         let push_id = new.push_id;
         let args: Vec<Value> = vec![
             new.hash.into(),
@@ -105,8 +100,8 @@ impl ReceiptBackend for RedisReceipts {
             now_ms.to_string().into(),
             new.ttl_ms.into(),
             new.targets.join(",").into(),
-            claim.owner.into(),
-            claim.lease_ms.into(),
+            new.claim.owner.into(),
+            new.claim.lease_ms.into(),
         ];
         let reply: Vec<Value> = self
             .begin
@@ -129,25 +124,19 @@ impl ReceiptBackend for RedisReceipts {
 
     /// See [`crate::signed::receipt::lifecycle::apply`]; publishes the new events. One
     /// EVALSHA.
-    async fn update(
-        &self,
-        push_id: &str,
-        updates: &[Update],
-        guard: Guard,
-        now_ms: i64,
-        ttl_ms: i64,
-    ) -> Result<Updated, StoreError> {
+    async fn update(&self, changes: &Changes<'_>, now_ms: i64) -> StoreResult<Updated> {
+        let push_id = changes.push_id;
         let mut args: Vec<Value> = vec![
             now_ms.to_string().into(),
-            ttl_ms.into(),
+            changes.ttl_ms.into(),
             events_channel(&self.prefix, push_id).name().into(),
-            match guard {
+            match changes.guard {
                 Guard::Always => "0",
                 Guard::Lapsed => "1",
             }
             .into(),
         ];
-        for u in updates {
+        for u in changes.updates {
             args.push(u.target.as_str().into());
             args.push(u.state.as_str().into());
             args.push(u.detail.as_str().into());
@@ -166,7 +155,7 @@ impl ReceiptBackend for RedisReceipts {
     }
 
     /// The receipt, while kept. One EVALSHA.
-    async fn get(&self, push_id: &str, _now_ms: i64) -> Result<Option<Receipt>, StoreError> {
+    async fn get(&self, push_id: &str, _now_ms: i64) -> StoreResult<Option<Receipt>> {
         let reply: Vec<Value> = self
             .get
             .evalsha_with_reload(self.pool.next(), self.keys(push_id), Vec::<Value>::new())

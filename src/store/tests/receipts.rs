@@ -3,7 +3,7 @@
 use super::*;
 
 use crate::signed::receipt::lifecycle::{
-    Begun, Claim, Guard, NewReceipt, State as RState, Update as RUpdate, Updated,
+    Begun, Changes, Claim, Guard, NewReceipt, State as RState, Update as RUpdate, Updated,
 };
 use crate::store::receipts::memory::MemoryReceipts;
 
@@ -20,6 +20,17 @@ fn new_receipt<'a>(
         signer: "ed25519:k",
         topic: "t",
         targets,
+        ttl_ms,
+        claim: CLAIM,
+    }
+}
+
+/// Changes to push `push_id`'s targets.
+fn changes<'a>(push_id: &'a str, updates: &'a [RUpdate], guard: Guard, ttl_ms: i64) -> Changes<'a> {
+    Changes {
+        push_id,
+        updates,
+        guard,
         ttl_ms,
     }
 }
@@ -127,9 +138,12 @@ fn redis_receipts_are_the_in_process_receipts() {
                             owner: &owner,
                             lease_ms: ttl,
                         };
-                        let new = new_receipt(&id, &h, &t, ttl);
-                        let a = mem.begin(&new, &claim, now);
-                        let b = rt.block_on(red.begin(&new, &claim, now)).unwrap();
+                        let new = NewReceipt {
+                            claim,
+                            ..new_receipt(&id, &h, &t, ttl)
+                        };
+                        let a = mem.begin(&new, now);
+                        let b = rt.block_on(red.begin(&new, now)).unwrap();
                         prop_assert_eq!(a, b, "op {} {:?}", i, op);
                     }
                     ROp::Update {
@@ -157,8 +171,10 @@ fn redis_receipts_are_the_in_process_receipts() {
                         } else {
                             Guard::Always
                         };
-                        let a = mem.update(&id, &u, guard, now, ttl).0;
-                        let b = rt.block_on(red.update(&id, &u, guard, now, ttl)).unwrap();
+                        let a = mem.update(&changes(&id, &u, guard, ttl), now).0;
+                        let b = rt
+                            .block_on(red.update(&changes(&id, &u, guard, ttl), now))
+                            .unwrap();
                         prop_assert_eq!(a, b, "op {} {:?}", i, op);
                         // And the receipt as stored after it.
                         let a = mem.get(&id, now);
@@ -197,7 +213,13 @@ async fn a_lapsed_lease_is_taken_over_by_redis_time() {
         let (red, id, t) = (&red, id.clone(), t.clone());
         async move {
             match red
-                .begin(&new_receipt(&id, "sha256:x", &t, 600_000), &claim, now)
+                .begin(
+                    &NewReceipt {
+                        claim,
+                        ..new_receipt(&id, "sha256:x", &t, 600_000)
+                    },
+                    now,
+                )
                 .await
                 .unwrap()
             {
@@ -218,7 +240,7 @@ async fn a_lapsed_lease_is_taken_over_by_redis_time() {
     // a guarded update is held; A's own replay renews it (here to a short one).
     assert_eq!(begin(claim("b", long), ahead).await, Some(false));
     assert_eq!(
-        red.update(&id, &[fail(&t[0])], Guard::Lapsed, ahead, 600_000)
+        red.update(&changes(&id, &[fail(&t[0])], Guard::Lapsed, 600_000), ahead)
             .await
             .unwrap(),
         Updated::Held
@@ -237,13 +259,13 @@ async fn a_lapsed_lease_is_taken_over_by_redis_time() {
         detail: String::new(),
     };
     assert_eq!(
-        red.update(&id, &[deliver], Guard::Always, T0, 600_000)
+        red.update(&changes(&id, &[deliver], Guard::Always, 600_000), T0)
             .await
             .unwrap(),
         Updated::Applied(1)
     );
     assert_eq!(
-        red.update(&id, &[fail(&t[1])], Guard::Lapsed, T0, 600_000)
+        red.update(&changes(&id, &[fail(&t[1])], Guard::Lapsed, 600_000), T0)
             .await
             .unwrap(),
         Updated::Held
@@ -251,7 +273,7 @@ async fn a_lapsed_lease_is_taken_over_by_redis_time() {
     assert_eq!(begin(claim("b", short), T0).await, Some(true));
     lapse().await;
     assert_eq!(
-        red.update(&id, &[fail(&t[1])], Guard::Lapsed, T0, 600_000)
+        red.update(&changes(&id, &[fail(&t[1])], Guard::Lapsed, 600_000), T0)
             .await
             .unwrap(),
         Updated::Applied(2)
@@ -275,7 +297,6 @@ async fn receipt_keys_expire_and_hold_no_token() {
     let b = red
         .begin(
             &new_receipt(&id, "sha256:x", std::slice::from_ref(&target), 600_000),
-            &CLAIM,
             T0,
         )
         .await
@@ -287,7 +308,7 @@ async fn receipt_keys_expire_and_hold_no_token() {
         detail: String::new(),
     };
     assert_eq!(
-        red.update(&id, &[update], Guard::Always, T0 + 5, 600_000)
+        red.update(&changes(&id, &[update], Guard::Always, 600_000), T0 + 5)
             .await
             .unwrap(),
         Updated::Applied(1)
@@ -349,7 +370,6 @@ async fn receipt_events_are_published_from_the_script_on_a_cluster() {
         let t = rtarget(1);
         red.begin(
             &new_receipt(id, "sha256:x", std::slice::from_ref(&t), 600_000),
-            &CLAIM,
             T0,
         )
         .await
@@ -359,7 +379,7 @@ async fn receipt_events_are_published_from_the_script_on_a_cluster() {
             state: RState::Delivered,
             detail: String::new(),
         };
-        red.update(id, &[u], Guard::Always, T0 + 1, 600_000)
+        red.update(&changes(id, &[u], Guard::Always, 600_000), T0 + 1)
             .await
             .unwrap();
         let got = tokio::time::timeout(Duration::from_secs(5), sub.recv())
