@@ -52,13 +52,15 @@ pub struct QueueStats {
     pub shared: Option<Result<Depth, String>>,
 }
 
+/// The link to Redis, and the shared queue when this deployment can deliver (else it
+/// never queues in Redis).
+type Shared = (Arc<Link>, Option<Box<dyn QueueBackend>>);
+
 /// The retry queue: in process, and in Redis when configured.
 #[derive(Debug)]
 pub struct RetryQueue {
     memory: MemoryQueue,
-    /// The link, and the shared queue when this deployment can deliver (else it never
-    /// queues in Redis).
-    redis: Option<(Arc<Link>, Option<Box<dyn QueueBackend>>)>,
+    redis: Option<Shared>,
 }
 
 impl RetryQueue {
