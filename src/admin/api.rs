@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 use super::transport::Transport;
 use crate::clock::Clock;
 use crate::signed::abandoned::Abandonment;
-use crate::signed::enrolment::{Enrolled, Signer};
+use crate::signed::enrolment::{Enrolled, Enrolment, Signer};
 use crate::signed::error::{only, ApiError, GET, POST, PUT};
 use crate::signed::request::is_valid_topic;
 use crate::signed::sig::{is_valid_key_id, KeyError, PublicKey};
@@ -166,14 +166,15 @@ fn render(s: &Signer) -> Value {
     v
 }
 
-struct Enrolment {
+/// An enrolment request's body, as read (the key id is the path's).
+struct EnrolmentBody {
     public_key: String,
     topics: Vec<String>,
 }
 
 /// The enrolment body, checked: exactly `publicKey` (a 32-byte key in standard base64) and
 /// `topics` (1 to 100 distinct topics). Messages name the member, never echo a value.
-fn enrolment(body: &[u8]) -> Result<Enrolment, ApiError> {
+fn enrolment(body: &[u8]) -> Result<EnrolmentBody, ApiError> {
     const SHAPE: &str =
         "the body must be {\"publicKey\":\"<base64 of 32 bytes>\",\"topics\":[\"<topic>\",...]}";
     let Ok(Value::Object(o)) = serde_json::from_slice::<Value>(body) else {
@@ -215,7 +216,7 @@ fn enrolment(body: &[u8]) -> Result<Enrolment, ApiError> {
     if !topics.iter().all(|t| seen.insert(t.as_str())) {
         return Err(ApiError::invalid("topics must be distinct"));
     }
-    Ok(Enrolment { public_key, topics })
+    Ok(EnrolmentBody { public_key, topics })
 }
 
 fn key_id(key_id: &str) -> Result<(), ApiError> {
@@ -253,7 +254,14 @@ async fn enroll(
     let (signer, how) = api
         .store
         .signers()
-        .enroll(&id, &e.public_key, &e.topics, api.clock.now_ms())
+        .enroll(
+            &Enrolment {
+                key_id: &id,
+                public_key: &e.public_key,
+                topics: &e.topics,
+            },
+            api.clock.now_ms(),
+        )
         .await
         .map_err(|e| unavailable(&e))?;
     api.signers.invalidate(&id);

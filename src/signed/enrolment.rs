@@ -53,20 +53,25 @@ pub enum Enrolled {
     Updated,
 }
 
+/// An enrolment, as the admin API checked it.
+#[derive(Debug, Clone, Copy)]
+pub struct Enrolment<'a> {
+    /// The key id, `ed25519:<name>`.
+    pub key_id: &'a str,
+    /// The public key, standard base64 of 32 bytes.
+    pub public_key: &'a str,
+    /// The topics it may push to.
+    pub topics: &'a [String],
+}
+
 /// Applies an enrolment to the current record: the new record and what happened. A
 /// re-enrolled revoked signer is active again, keeping its creation time.
-pub fn enroll(
-    current: Option<&Signer>,
-    key_id: &str,
-    public_key: &str,
-    topics: &[String],
-    now_ms: i64,
-) -> (Signer, Enrolled) {
+pub fn enroll(current: Option<&Signer>, e: &Enrolment<'_>, now_ms: i64) -> (Signer, Enrolled) {
     let created_ms = current.map_or(now_ms, |c| c.created_ms);
     let s = Signer {
-        key_id: key_id.to_owned(),
-        public_key: public_key.to_owned(),
-        topics: topics.to_vec(),
+        key_id: e.key_id.to_owned(),
+        public_key: e.public_key.to_owned(),
+        topics: e.topics.to_vec(),
         created_ms,
         updated_ms: now_ms,
         revoked_ms: None,
@@ -91,12 +96,20 @@ pub fn revoke(signer: &mut Signer, now_ms: i64) {
 mod tests {
     use super::*;
 
+    fn with_key<'a>(public_key: &'a str, topics: &'a [String]) -> Enrolment<'a> {
+        Enrolment {
+            key_id: "ed25519:a",
+            public_key,
+            topics,
+        }
+    }
+
     #[test]
     fn enrol_update_revoke_and_enrol_again() {
         let t = vec!["com.example".to_owned()];
-        let (first, how) = enroll(None, "ed25519:a", "KEY", &t, 1);
+        let (first, how) = enroll(None, &with_key("KEY", &t), 1);
         assert_eq!((how, first.state()), (Enrolled::Created, "active"));
-        let (mut s, how) = enroll(Some(&first), "ed25519:a", "KEY2", &t, 2);
+        let (mut s, how) = enroll(Some(&first), &with_key("KEY2", &t), 2);
         assert_eq!((how, s.created_ms, s.updated_ms), (Enrolled::Updated, 1, 2));
         revoke(&mut s, 3);
         assert_eq!(
@@ -109,7 +122,7 @@ mod tests {
             (Some(3), 3),
             "the first revocation holds"
         );
-        let (again, how) = enroll(Some(&s), "ed25519:a", "KEY3", &t, 10);
+        let (again, how) = enroll(Some(&s), &with_key("KEY3", &t), 10);
         assert_eq!(
             (
                 how,

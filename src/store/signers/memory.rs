@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use super::backend::{signers_channel, SignerBackend};
-use crate::signed::enrolment::{enroll, revoke, Enrolled, Signer};
+use crate::signed::enrolment::{enroll, revoke, Enrolled, Enrolment, Signer};
 use crate::store::concern::InProcess;
-use crate::store::error::StoreError;
+use crate::store::error::StoreResult;
 
 /// Signers in process memory.
 #[derive(Debug, Default)]
@@ -26,16 +26,10 @@ impl MemorySigners {
     }
 
     /// Enrols or updates.
-    pub fn enroll(
-        &self,
-        key_id: &str,
-        public_key: &str,
-        topics: &[String],
-        now_ms: i64,
-    ) -> (Signer, Enrolled) {
+    pub fn enroll(&self, e: &Enrolment<'_>, now_ms: i64) -> (Signer, Enrolled) {
         let mut map = self.lock();
-        let (s, how) = enroll(map.get(key_id), key_id, public_key, topics, now_ms);
-        map.insert(key_id.to_owned(), s.clone());
+        let (s, how) = enroll(map.get(e.key_id), e, now_ms);
+        map.insert(e.key_id.to_owned(), s.clone());
         (s, how)
     }
 
@@ -58,25 +52,19 @@ pub type InProcessSigners = InProcess<MemorySigners>;
 
 #[async_trait::async_trait]
 impl SignerBackend for InProcessSigners {
-    async fn get(&self, key_id: &str) -> Result<Option<Signer>, StoreError> {
+    async fn get(&self, key_id: &str) -> StoreResult<Option<Signer>> {
         Ok(self.memory.get(key_id))
     }
 
-    async fn enroll(
-        &self,
-        key_id: &str,
-        public_key: &str,
-        topics: &[String],
-        now_ms: i64,
-    ) -> Result<(Signer, Enrolled), StoreError> {
-        let r = self.memory.enroll(key_id, public_key, topics, now_ms);
+    async fn enroll(&self, e: &Enrolment<'_>, now_ms: i64) -> StoreResult<(Signer, Enrolled)> {
+        let r = self.memory.enroll(e, now_ms);
         self.fanout
-            .publish(&signers_channel(""), key_id.as_bytes(), now_ms)
+            .publish(&signers_channel(""), e.key_id.as_bytes(), now_ms)
             .await?;
         Ok(r)
     }
 
-    async fn revoke(&self, key_id: &str, now_ms: i64) -> Result<Option<Signer>, StoreError> {
+    async fn revoke(&self, key_id: &str, now_ms: i64) -> StoreResult<Option<Signer>> {
         let r = self.memory.revoke(key_id, now_ms);
         if r.is_some() {
             self.fanout
@@ -86,7 +74,7 @@ impl SignerBackend for InProcessSigners {
         Ok(r)
     }
 
-    async fn list(&self) -> Result<Vec<Signer>, StoreError> {
+    async fn list(&self) -> StoreResult<Vec<Signer>> {
         Ok(self.memory.list())
     }
 }
@@ -95,12 +83,20 @@ impl SignerBackend for InProcessSigners {
 mod tests {
     use super::*;
 
+    fn with_key<'a>(public_key: &'a str, topics: &'a [String]) -> Enrolment<'a> {
+        Enrolment {
+            key_id: "ed25519:a",
+            public_key,
+            topics,
+        }
+    }
+
     #[test]
     fn enrol_update_revoke_and_enrol_again() {
         let m = MemorySigners::default();
         let t = vec!["com.example".to_owned()];
-        assert_eq!(m.enroll("ed25519:a", "KEY", &t, 1).1, Enrolled::Created);
-        assert_eq!(m.enroll("ed25519:a", "KEY2", &t, 2).1, Enrolled::Updated);
+        assert_eq!(m.enroll(&with_key("KEY", &t), 1).1, Enrolled::Created);
+        assert_eq!(m.enroll(&with_key("KEY2", &t), 2).1, Enrolled::Updated);
         let r = m.revoke("ed25519:a", 3).unwrap();
         assert_eq!(
             (r.state(), r.revoked_ms, r.created_ms),
@@ -108,7 +104,7 @@ mod tests {
         );
         assert_eq!(m.revoke("ed25519:a", 9).unwrap().revoked_ms, Some(3));
         assert!(m.revoke("ed25519:zz", 9).is_none());
-        let (again, how) = m.enroll("ed25519:a", "KEY3", &t, 10);
+        let (again, how) = m.enroll(&with_key("KEY3", &t), 10);
         assert_eq!(
             (how, again.state(), again.created_ms),
             (Enrolled::Updated, "active", 1)

@@ -17,10 +17,10 @@ pub use memory::InProcessSigners;
 pub use redis::RedisSigners;
 
 use super::concern::Concern;
-use super::error::{StoreError, StoreOp};
+use super::error::{StoreOp, StoreResult};
 use super::fanout::Channel;
 
-use crate::signed::enrolment::{Enrolled, Signer};
+use crate::signed::enrolment::{Enrolled, Enrolment, Signer};
 
 /// The signed-push API's signers. Like receipts they need the shared store (a revocation
 /// must hold everywhere), so they never fall back to a replica's memory: while degraded
@@ -34,32 +34,24 @@ impl SignerStore {
     }
 
     /// One signer.
-    pub async fn get(&self, key_id: &str) -> Result<Option<Signer>, StoreError> {
+    pub async fn get(&self, key_id: &str) -> StoreResult<Option<Signer>> {
         self.call(StoreOp::SignerGet, |b| b.get(key_id)).await
     }
 
     /// Enrols or updates a signer, and tells every replica.
-    pub async fn enroll(
-        &self,
-        key_id: &str,
-        public_key: &str,
-        topics: &[String],
-        now_ms: i64,
-    ) -> Result<(Signer, Enrolled), StoreError> {
-        self.call(StoreOp::SignerEnroll, |b| {
-            b.enroll(key_id, public_key, topics, now_ms)
-        })
-        .await
+    pub async fn enroll(&self, e: &Enrolment<'_>, now_ms: i64) -> StoreResult<(Signer, Enrolled)> {
+        self.call(StoreOp::SignerEnroll, |b| b.enroll(e, now_ms))
+            .await
     }
 
     /// Revokes a signer, and tells every replica; `None` for an unknown key id.
-    pub async fn revoke(&self, key_id: &str, now_ms: i64) -> Result<Option<Signer>, StoreError> {
+    pub async fn revoke(&self, key_id: &str, now_ms: i64) -> StoreResult<Option<Signer>> {
         self.call(StoreOp::SignerRevoke, |b| b.revoke(key_id, now_ms))
             .await
     }
 
     /// Every signer.
-    pub async fn list(&self) -> Result<Vec<Signer>, StoreError> {
+    pub async fn list(&self) -> StoreResult<Vec<Signer>> {
         self.call(StoreOp::SignerList, |b| b.list()).await
     }
 }

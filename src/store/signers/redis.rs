@@ -6,10 +6,10 @@ use fred::prelude::*;
 use fred::types::scripts::Script;
 
 use super::backend::{signers_channel, SignerBackend};
-use crate::signed::enrolment::{Enrolled, Signer};
+use crate::signed::enrolment::{Enrolled, Enrolment, Signer};
 use crate::store::connection::client::err;
 use crate::store::connection::reply::{bad, int, pairs, text};
-use crate::store::error::StoreError;
+use crate::store::error::StoreResult;
 
 /// The signer scripts over one pool, under one key prefix.
 pub struct RedisSigners {
@@ -26,6 +26,15 @@ impl std::fmt::Debug for RedisSigners {
             .field("prefix", &self.prefix)
             .finish_non_exhaustive()
     }
+}
+
+/// The signer a hash holds, `None` for an empty one (no such signer); `what` names the
+/// reply's source when it cannot be read.
+fn kept(key_id: &str, fields: &Value, what: &str) -> StoreResult<Option<Signer>> {
+    if pairs(fields).is_empty() {
+        return Ok(None);
+    }
+    signer(key_id, fields).map(Some).ok_or_else(|| bad(what))
 }
 
 fn signer(key_id: &str, fields: &Value) -> Option<Signer> {
@@ -73,33 +82,23 @@ impl RedisSigners {
 #[async_trait::async_trait]
 impl SignerBackend for RedisSigners {
     /// One signer. One HGETALL.
-    async fn get(&self, key_id: &str) -> Result<Option<Signer>, StoreError> {
+    async fn get(&self, key_id: &str) -> StoreResult<Option<Signer>> {
         let fields: Value = self
             .pool
             .next()
             .hgetall(self.key(key_id))
             .await
             .map_err(err)?;
-        if pairs(&fields).is_empty() {
-            return Ok(None);
-        }
-        signer(key_id, &fields)
-            .map(Some)
-            .ok_or_else(|| bad("a signer's hash"))
+        kept(key_id, &fields, "a signer's hash")
     }
 
     /// Enrols or updates, and publishes the change.
-    async fn enroll(
-        &self,
-        key_id: &str,
-        public_key: &str,
-        topics: &[String],
-        now_ms: i64,
-    ) -> Result<(Signer, Enrolled), StoreError> {
+    async fn enroll(&self, e: &Enrolment<'_>, now_ms: i64) -> StoreResult<(Signer, Enrolled)> {
+        let key_id = e.key_id;
         let args: Vec<Value> = vec![
             key_id.into(),
-            public_key.into(),
-            topics.join("\n").into(),
+            e.public_key.into(),
+            e.topics.join("\n").into(),
             now_ms.to_string().into(),
             self.channel().into(),
         ];
@@ -121,7 +120,7 @@ impl SignerBackend for RedisSigners {
     }
 
     /// Revokes and publishes; `None` for an unknown key id.
-    async fn revoke(&self, key_id: &str, now_ms: i64) -> Result<Option<Signer>, StoreError> {
+    async fn revoke(&self, key_id: &str, now_ms: i64) -> StoreResult<Option<Signer>> {
         let args: Vec<Value> = vec![
             key_id.into(),
             now_ms.to_string().into(),
@@ -132,16 +131,11 @@ impl SignerBackend for RedisSigners {
             .evalsha_with_reload(self.pool.next(), vec![self.key(key_id)], args)
             .await
             .map_err(err)?;
-        if pairs(&fields).is_empty() {
-            return Ok(None);
-        }
-        signer(key_id, &fields)
-            .map(Some)
-            .ok_or_else(|| bad("signer_revoke.lua"))
+        kept(key_id, &fields, "signer_revoke.lua")
     }
 
     /// Every signer, by key id.
-    async fn list(&self) -> Result<Vec<Signer>, StoreError> {
+    async fn list(&self) -> StoreResult<Vec<Signer>> {
         let reply: Vec<Value> = self
             .list
             .evalsha_with_reload(

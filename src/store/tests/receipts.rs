@@ -399,9 +399,13 @@ async fn receipt_events_are_published_from_the_script_on_a_cluster() {
     let red = RedisSigners::new(a.pool().clone(), "cl:");
     let channel = signers_channel("cl:");
     let mut sub = fan_b.subscribe(&channel).await.unwrap();
-    red.enroll("ed25519:ops", &"A".repeat(43), &["t".to_owned()], T0)
-        .await
-        .unwrap();
+    let (key, topics) = ("A".repeat(43), ["t".to_owned()]);
+    let ops = crate::signed::enrolment::Enrolment {
+        key_id: "ed25519:ops",
+        public_key: &key,
+        topics: &topics,
+    };
+    red.enroll(&ops, T0).await.unwrap();
     let got = tokio::time::timeout(Duration::from_secs(5), sub.recv())
         .await
         .expect("the signer change reaches the other replica");
