@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Mutex;
 
-use crate::policy::gcra_take;
+use crate::policy::{gcra_take, Bucket};
 
 /// An address block: `10.0.0.0/8`, `fd00::/8`, or a single address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,8 +118,7 @@ const SHARDS: usize = 16;
 #[derive(Debug)]
 pub struct ClientLimiter {
     shards: Vec<Mutex<HashMap<IpAddr, i64>>>,
-    capacity: i64,
-    emission_us: i64,
+    bucket: Bucket,
 }
 
 impl ClientLimiter {
@@ -127,8 +126,10 @@ impl ClientLimiter {
     pub fn new(capacity: u32, refill_per_s: f64) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            capacity: i64::from(capacity),
-            emission_us: ((1e6 / refill_per_s).round() as i64).max(1),
+            bucket: Bucket {
+                capacity: i64::from(capacity),
+                emission_us: ((1e6 / refill_per_s).round() as i64).max(1),
+            },
         }
     }
 
@@ -148,9 +149,13 @@ impl ClientLimiter {
         let now_us = now_ms * 1000;
         let mut map = self.shard(&key).lock().unwrap_or_else(|p| p.into_inner());
         let stored = map.get(&key).copied().unwrap_or(now_us);
-        let tat = gcra_take(stored, now_us, self.emission_us, self.capacity)?;
+        let Bucket {
+            capacity,
+            emission_us,
+        } = self.bucket;
+        let tat = gcra_take(stored, now_us, emission_us, capacity)?;
         map.insert(key, tat);
-        Ok(tat - now_us > self.emission_us * (self.capacity / 4))
+        Ok(tat - now_us > emission_us * (capacity / 4))
     }
 
     /// Takes a token for `client`: from this replica's bucket, and, once the client is busy
@@ -166,7 +171,7 @@ impl ClientLimiter {
             let block = group(client).to_string();
             if let Some(wait) = store
                 .policy()
-                .client_take(&block, now_ms, self.capacity, self.emission_us)
+                .client_take(&block, now_ms, self.bucket)
                 .await
             {
                 return Err(wait);

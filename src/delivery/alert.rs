@@ -179,8 +179,19 @@ pub fn check_ciphertext(c: &str, suite: &str, max_chars: usize) -> Result<(), Ci
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Ciphertexts of a sealed box's length whose base64 is malformed: a dangling
+    /// character, a URL-safe one, padding of three, a character after padding.
+    pub(crate) fn not_base64() -> [String; 4] {
+        [
+            format!("{}A", "A".repeat(68)),
+            format!("{}-", "A".repeat(71)),
+            format!("{}===", "A".repeat(69)),
+            format!("{}=A", "A".repeat(70)),
+        ]
+    }
 
     #[test]
     fn ciphertext_rules_in_order() {
@@ -199,12 +210,7 @@ mod tests {
             Err(CiphertextError::NotSealedBox)
         );
         assert_eq!(check_ciphertext(&"A".repeat(1520), "xwing", 3800), Ok(()));
-        for bad in [
-            format!("{}A", "A".repeat(68)),
-            format!("{}-", "A".repeat(71)),
-            format!("{}===", "A".repeat(69)),
-            format!("{}=A", "A".repeat(70)),
-        ] {
+        for bad in not_base64() {
             assert_eq!(
                 check_ciphertext(&bad, "x25519", 3800),
                 Err(CiphertextError::NotSealedBox),

@@ -7,6 +7,15 @@
 //! configuration keeps `emission_us * capacity` at or below 1e15, so every intermediate
 //! value stays below 2^53 and Lua's doubles represent it exactly.
 
+/// A bucket's shape: `capacity` tokens in a burst, one back every `emission_us`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bucket {
+    /// Tokens in a full bucket.
+    pub capacity: i64,
+    /// Microseconds per token.
+    pub emission_us: i64,
+}
+
 /// Takes one token from a GCRA bucket with arrival time `tat_us`: the new arrival time, or
 /// `Err` with the whole seconds (at least 1) until a token is back. A stored `tat_us`
 /// behind `now_us` counts as a full bucket; one ahead of it (a lagging clock) is never

@@ -36,7 +36,7 @@ mod gcra;
 use std::collections::HashMap;
 
 pub use crate::device::Environment;
-pub use gcra::gcra_take;
+pub use gcra::{gcra_take, Bucket};
 
 /// How long a notification stays worth delivering: the protocol's staleness window. Apps
 /// treat a payload older than 10 minutes as stale, so a notification is never delivered

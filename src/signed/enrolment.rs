@@ -93,10 +93,11 @@ pub fn revoke(signer: &mut Signer, now_ms: i64) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn with_key<'a>(public_key: &'a str, topics: &'a [String]) -> Enrolment<'a> {
+    /// Enrolment of `ed25519:a` with this key and these topics.
+    pub(crate) fn with_key<'a>(public_key: &'a str, topics: &'a [String]) -> Enrolment<'a> {
         Enrolment {
             key_id: "ed25519:a",
             public_key,

@@ -465,12 +465,7 @@ mod tests {
             err(&with("ciphertext", json!("A".repeat(64)))),
             "ciphertext is not a base64 sealed box"
         );
-        for bad in [
-            format!("{}A", "A".repeat(68)),
-            format!("{}-", "A".repeat(71)),
-            format!("{}===", "A".repeat(69)),
-            format!("{}=A", "A".repeat(70)),
-        ] {
+        for bad in crate::delivery::alert::tests::not_base64() {
             assert_eq!(
                 err(&with("ciphertext", json!(bad))),
                 "ciphertext is not a base64 sealed box"

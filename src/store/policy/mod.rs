@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::device::DeviceToken;
-use crate::policy::{Policy, Ticket};
+use crate::policy::{Bucket, Policy, Ticket};
 use crate::store::connection::RedisStore;
 use crate::store::error::{StoreError, StoreOp, StoreResult};
 use crate::store::link::{Link, RedisFailure};
@@ -162,21 +162,13 @@ impl PolicyStore {
     /// `Some(retry_after_s)` when it is empty. Without Redis, while degraded, or when Redis
     /// fails, the replica's own bucket alone decides (this check never degrades the store or
     /// fails a request).
-    pub async fn client_take(
-        &self,
-        block: &str,
-        now_ms: i64,
-        capacity: i64,
-        emission_us: i64,
-    ) -> Option<u64> {
+    pub async fn client_take(&self, block: &str, now_ms: i64, bucket: Bucket) -> Option<u64> {
         let (redis, link) = self.redis.as_ref()?;
         if link.degraded() {
             return None;
         }
         let started = Instant::now();
-        let r = redis
-            .client_take(block, now_ms, capacity, emission_us)
-            .await;
+        let r = redis.client_take(block, now_ms, bucket).await;
         StoreOp::Client.record(started, r.is_ok());
         r.ok().flatten()
     }

@@ -11,7 +11,7 @@ use fred::types::scripts::Script;
 
 use super::backend::{Admission, AlertKey, Mark, PolicyBackend};
 use crate::device::{DeviceToken, Environment};
-use crate::policy::{DeadReason, Decision, Ticket, TicketKind};
+use crate::policy::{Bucket, DeadReason, Decision, Ticket, TicketKind};
 use crate::store::connection::client::{err, with_gcra, RedisStore, GCRA_LUA};
 use crate::store::error::{StoreError, StoreResult};
 
@@ -70,9 +70,8 @@ impl RedisStore {
         &self,
         block: &str,
         now_ms: i64,
-        capacity: i64,
-        emission_us: i64,
-    ) -> Result<Option<u64>, StoreError> {
+        bucket: Bucket,
+    ) -> StoreResult<Option<u64>> {
         let d = ring::digest::digest(&ring::digest::SHA256, block.as_bytes());
         let key = format!(
             "{}{{c:{}}}",
@@ -81,8 +80,8 @@ impl RedisStore {
         );
         let args: Vec<Value> = vec![
             now_ms.into(),
-            capacity.into(),
-            emission_us.into(),
+            bucket.capacity.into(),
+            bucket.emission_us.into(),
             self.client_slack_ms.into(),
         ];
         let wait: i64 = SCRIPTS

@@ -3,7 +3,7 @@
 //! it), and the numbers they report ([`Claims`], [`Depth`]).
 
 use super::item::{Claimed, Fenced, Pending};
-use crate::store::error::StoreError;
+use crate::store::error::StoreResult;
 
 /// What a claim found.
 #[derive(Debug, Default)]
@@ -30,27 +30,22 @@ pub struct Depth {
 #[async_trait::async_trait]
 pub trait QueueBackend: Send + Sync + std::fmt::Debug {
     /// Adds an item (`fence` 0) or reschedules it as the claimer holding `fence`, due at
-    /// `due_ms`; [`StoreError::Full`] when there is no room.
+    /// `due_ms`; [`crate::store::StoreError::Full`] when there is no room.
     async fn put(
         &self,
         item: &Pending,
         due_ms: i64,
         fence: u64,
         now_ms: i64,
-    ) -> Result<Fenced, StoreError>;
+    ) -> StoreResult<Fenced>;
 
     /// Claims up to `max` items due at `now_ms` until `lease_until_ms`, each with a fresh
     /// fencing token; items that cannot be opened are moved aside and counted.
-    async fn claim(
-        &self,
-        now_ms: i64,
-        lease_until_ms: i64,
-        max: usize,
-    ) -> Result<Claims, StoreError>;
+    async fn claim(&self, now_ms: i64, lease_until_ms: i64, max: usize) -> StoreResult<Claims>;
 
     /// Removes an item as the claimer holding `fence` (0: unconditionally).
-    async fn ack(&self, id: &str, fence: u64) -> Result<Fenced, StoreError>;
+    async fn ack(&self, id: &str, fence: u64) -> StoreResult<Fenced>;
 
     /// Depth, oldest acceptance and items set aside.
-    async fn stats(&self) -> Result<Depth, StoreError>;
+    async fn stats(&self) -> StoreResult<Depth>;
 }

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use super::backend::{Claims, Depth, QueueBackend};
 use super::item::{Claimed, Fenced, Pending, SHARD_CAP};
-use crate::store::error::StoreError;
+use crate::store::error::{StoreError, StoreResult};
 
 /// The in-process queue.
 #[derive(Debug, Default)]
@@ -150,27 +150,22 @@ impl QueueBackend for MemoryQueue {
         due_ms: i64,
         fence: u64,
         _now_ms: i64,
-    ) -> Result<Fenced, StoreError> {
+    ) -> StoreResult<Fenced> {
         MemoryQueue::put(self, item.clone(), due_ms, fence).map_err(|()| StoreError::Full)
     }
 
-    async fn claim(
-        &self,
-        now_ms: i64,
-        lease_until_ms: i64,
-        max: usize,
-    ) -> Result<Claims, StoreError> {
+    async fn claim(&self, now_ms: i64, lease_until_ms: i64, max: usize) -> StoreResult<Claims> {
         Ok(Claims {
             items: MemoryQueue::claim(self, now_ms, lease_until_ms, max),
             unopenable: 0,
         })
     }
 
-    async fn ack(&self, id: &str, fence: u64) -> Result<Fenced, StoreError> {
+    async fn ack(&self, id: &str, fence: u64) -> StoreResult<Fenced> {
         Ok(MemoryQueue::ack(self, id, fence))
     }
 
-    async fn stats(&self) -> Result<Depth, StoreError> {
+    async fn stats(&self) -> StoreResult<Depth> {
         let (depth, oldest_accepted_ms) = MemoryQueue::stats(self);
         Ok(Depth {
             depth,

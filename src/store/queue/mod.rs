@@ -21,7 +21,7 @@ pub use redis::RedisQueue;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::store::error::{StoreError, StoreOp};
+use crate::store::error::{StoreError, StoreOp, StoreResult};
 use crate::store::link::{Link, RedisFailure};
 pub use memory::MemoryQueue;
 
@@ -96,7 +96,7 @@ impl RetryQueue {
     }
 
     /// A queue operation failed on Redis: degrade (and carry on in process) or fail.
-    fn failed(&self, e: StoreError) -> Result<(), StoreError> {
+    fn failed(&self, e: StoreError) -> StoreResult<()> {
         match (&self.redis, &e) {
             (_, StoreError::Full) => Err(e),
             (Some((link, _)), _) if link.on_failure() == RedisFailure::Degrade => {
@@ -113,7 +113,7 @@ impl RetryQueue {
         due_ms: i64,
         fence: u64,
         now_ms: i64,
-    ) -> Result<Fenced, StoreError> {
+    ) -> StoreResult<Fenced> {
         StoreOp::QueuePut
             .timed(q.put(item, due_ms, fence, now_ms))
             .await
@@ -121,12 +121,7 @@ impl RetryQueue {
 
     /// Puts a new item in the retry queue, due at `due_ms`: in Redis when it is there and
     /// answering, else in process.
-    pub async fn enqueue(
-        &self,
-        item: &Pending,
-        due_ms: i64,
-        now_ms: i64,
-    ) -> Result<(), StoreError> {
+    pub async fn enqueue(&self, item: &Pending, due_ms: i64, now_ms: i64) -> StoreResult<()> {
         if let Some(q) = self.live() {
             match Self::put_shared(q, item, due_ms, 0, now_ms).await {
                 Ok(_) => return Ok(()),
@@ -147,7 +142,7 @@ impl RetryQueue {
         item: &Pending,
         due_ms: i64,
         now_ms: i64,
-    ) -> Result<Fenced, StoreError> {
+    ) -> StoreResult<Fenced> {
         match lease.origin {
             Origin::Local => {
                 if let Some(q) = self.live() {
@@ -217,7 +212,7 @@ impl RetryQueue {
     }
 
     /// Removes a claimed item (delivered, refused for good, or expired) as its claimer.
-    pub async fn ack(&self, lease: &Lease) -> Result<Fenced, StoreError> {
+    pub async fn ack(&self, lease: &Lease) -> StoreResult<Fenced> {
         let id = &lease.claimed.item.id;
         match lease.origin {
             Origin::Local => Ok(self.memory.ack(id, lease.claimed.fence)),

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::backend::{Claims, Depth, QueueBackend};
 use super::item::{random_u32, Claimed, Fenced, Pending, Sealer, SHARD_CAP};
 use crate::store::connection::client::err;
-use crate::store::error::StoreError;
+use crate::store::error::{StoreError, StoreResult};
 
 /// Queue shards (Redis hash tags).
 pub const SHARDS: usize = 8;
@@ -80,7 +80,7 @@ impl RedisQueue {
         now_ms: i64,
         lease_until_ms: i64,
         max: usize,
-    ) -> Result<Claims, StoreError> {
+    ) -> StoreResult<Claims> {
         // 1 to 2^40: the claim's fencing tokens are base + 1 .. base + max.
         let base = (i64::from(random_u32()) << 8 | i64::from(random_u32() & 0xff)) + 1;
         let args: Vec<Value> = vec![
@@ -118,7 +118,7 @@ impl RedisQueue {
         Ok(out)
     }
 
-    async fn finish(&self, id: &str, fence: u64, aside: bool) -> Result<Fenced, StoreError> {
+    async fn finish(&self, id: &str, fence: u64, aside: bool) -> StoreResult<Fenced> {
         let shard = Self::shard_of(id);
         let args: Vec<Value> = vec![
             id.into(),
@@ -145,7 +145,7 @@ impl QueueBackend for RedisQueue {
         due_ms: i64,
         fence: u64,
         now_ms: i64,
-    ) -> Result<Fenced, StoreError> {
+    ) -> StoreResult<Fenced> {
         let shard = Self::shard_of(&item.id);
         let ttl_ms = (item.expires_ms() - now_ms).max(0) + TTL_MARGIN_MS;
         let args: Vec<Value> = vec![
@@ -170,23 +170,18 @@ impl QueueBackend for RedisQueue {
     }
 
     /// Claims from one shard ([`RedisQueue::claim_shard`]), the next in turn.
-    async fn claim(
-        &self,
-        now_ms: i64,
-        lease_until_ms: i64,
-        max: usize,
-    ) -> Result<Claims, StoreError> {
+    async fn claim(&self, now_ms: i64, lease_until_ms: i64, max: usize) -> StoreResult<Claims> {
         let shard = self.next_shard.fetch_add(1, Ordering::Relaxed) % SHARDS;
         self.claim_shard(shard, now_ms, lease_until_ms, max).await
     }
 
     /// Removes an item as the claimer holding `fence` (0: unconditionally).
-    async fn ack(&self, id: &str, fence: u64) -> Result<Fenced, StoreError> {
+    async fn ack(&self, id: &str, fence: u64) -> StoreResult<Fenced> {
         self.finish(id, fence, false).await
     }
 
     /// Depth, oldest acceptance and items set aside, over all shards.
-    async fn stats(&self) -> Result<Depth, StoreError> {
+    async fn stats(&self) -> StoreResult<Depth> {
         let mut total = Depth::default();
         for shard in 0..SHARDS {
             let reply: Vec<Value> = self

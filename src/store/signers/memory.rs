@@ -82,14 +82,7 @@ impl SignerBackend for InProcessSigners {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn with_key<'a>(public_key: &'a str, topics: &'a [String]) -> Enrolment<'a> {
-        Enrolment {
-            key_id: "ed25519:a",
-            public_key,
-            topics,
-        }
-    }
+    use crate::signed::enrolment::tests::with_key;
 
     #[test]
     fn enrol_update_revoke_and_enrol_again() {

@@ -7,37 +7,22 @@ use crate::mailbox::state::{Answer as MAnswer, Dir, Limits as MLimits, Name, Op 
 use crate::store::mailbox::memory::MemoryMailboxes;
 use crate::store::mailbox::{MailboxBackend, RedisMailboxes};
 
-/// One request in the shape these tests read best: every part an argument.
-#[async_trait::async_trait]
-trait Run {
-    async fn run(
-        &self,
-        name: &Name,
-        bearer: &str,
-        op: &MOp,
-        now_ms: i64,
-        limits: MLimits,
-    ) -> Result<MAnswer, crate::store::StoreError>;
-}
-
-#[async_trait::async_trait]
-impl Run for RedisMailboxes {
-    async fn run(
-        &self,
-        name: &Name,
-        bearer: &str,
-        op: &MOp,
-        now_ms: i64,
-        limits: MLimits,
-    ) -> Result<MAnswer, crate::store::StoreError> {
-        let req = crate::mailbox::state::Request {
-            name,
-            bearer,
-            op,
-            limits,
-        };
-        self.apply(&req, now_ms).await
-    }
+/// One request on Redis, every part an argument (the shape these tests read best).
+async fn run(
+    red: &RedisMailboxes,
+    name: &Name,
+    bearer: &str,
+    op: &MOp,
+    now_ms: i64,
+    limits: MLimits,
+) -> Result<MAnswer, crate::store::StoreError> {
+    let req = crate::mailbox::state::Request {
+        name,
+        bearer,
+        op,
+        limits,
+    };
+    red.apply(&req, now_ms).await
 }
 
 fn mop() -> impl Strategy<Value = (u8, i64, MOp)> {
@@ -108,7 +93,9 @@ fn redis_mailboxes_are_the_in_process_mailboxes() {
                 let name = &names[(*who as usize) % 2];
                 let bearer = if *who == 2 { "bearer-b" } else { "bearer-a" };
                 let a = mem.apply(name, bearer, op, now, limits);
-                let b = rt.block_on(red.run(name, bearer, op, now, limits)).unwrap();
+                let b = rt
+                    .block_on(run(&red, name, bearer, op, now, limits))
+                    .unwrap();
                 prop_assert_eq!(a, b, "op {} {:?} by {}", i, op, who);
             }
             Ok(())
@@ -131,7 +118,7 @@ async fn mailbox_keys_share_a_tag_expire_and_name_nothing() {
         max_envelopes: 10,
     };
     assert_eq!(
-        red.run(&name, &bearer_hex, &MOp::Claim, T0, limits)
+        run(&red, &name, &bearer_hex, &MOp::Claim, T0, limits)
             .await
             .unwrap(),
         MAnswer::Created
@@ -143,7 +130,9 @@ async fn mailbox_keys_share_a_tag_expire_and_name_nothing() {
             data: bytes::Bytes::from_static(b"sealed"),
             notify: false,
         };
-        red.run(&name, &bearer_hex, &put, T0, limits).await.unwrap();
+        run(&red, &name, &bearer_hex, &put, T0, limits)
+            .await
+            .unwrap();
     }
     let keys = server.cli(&["KEYS", "mk:*"]);
     let keys: Vec<&str> = keys.lines().filter(|l| !l.is_empty()).collect();
@@ -156,14 +145,15 @@ async fn mailbox_keys_share_a_tag_expire_and_name_nothing() {
         assert!(ttl > 0 && ttl <= 5_000, "{k}: {ttl}");
     }
     assert_eq!(
-        red.run(&name, &bearer_hex, &MOp::Erase, T0, limits)
+        run(&red, &name, &bearer_hex, &MOp::Erase, T0, limits)
             .await
             .unwrap(),
         MAnswer::Done
     );
     assert_eq!(server.cli(&["KEYS", "mk:*"]).trim(), "");
     // Idle expiry by Redis's own clock.
-    red.run(
+    run(
+        &red,
         &name,
         &bearer_hex,
         &MOp::Claim,
@@ -177,9 +167,16 @@ async fn mailbox_keys_share_a_tag_expire_and_name_nothing() {
     .unwrap();
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(
-        red.run(&name, &bearer_hex, &MOp::Head { dir: Dir::P2c }, T0, limits)
-            .await
-            .unwrap(),
+        run(
+            &red,
+            &name,
+            &bearer_hex,
+            &MOp::Head { dir: Dir::P2c },
+            T0,
+            limits
+        )
+        .await
+        .unwrap(),
         MAnswer::NotFound
     );
 }
@@ -216,7 +213,7 @@ async fn mailboxes_on_a_cluster_publish_from_the_script() {
         let channel = crate::store::fanout::Channel::sharded(red.channel(n));
         let mut sub = fan_b.subscribe(&channel).await.unwrap();
         assert_eq!(
-            red.run(n, "b", &MOp::Claim, T0, limits).await.unwrap(),
+            run(&red, n, "b", &MOp::Claim, T0, limits).await.unwrap(),
             MAnswer::Created
         );
         let put = MOp::Put {
@@ -226,7 +223,7 @@ async fn mailboxes_on_a_cluster_publish_from_the_script() {
             notify: true,
         };
         assert!(matches!(
-            red.run(n, "b", &put, T0, limits).await.unwrap(),
+            run(&red, n, "b", &put, T0, limits).await.unwrap(),
             MAnswer::Stored(_)
         ));
         let got = tokio::time::timeout(Duration::from_secs(5), sub.recv())
@@ -237,7 +234,7 @@ async fn mailboxes_on_a_cluster_publish_from_the_script() {
             got.as_deref(),
             Some(format!("seq c2p 7 {generation}").as_bytes())
         );
-        red.run(n, "b", &MOp::Erase, T0, limits).await.unwrap();
+        run(&red, n, "b", &MOp::Erase, T0, limits).await.unwrap();
         let got = tokio::time::timeout(Duration::from_secs(5), sub.recv())
             .await
             .unwrap();
@@ -283,7 +280,7 @@ async fn lists_stop_before_a_mebibyte_in_both_stores() {
     let mut answers = Vec::new();
     for op in &ops {
         let a = mem.apply(&name, "b", op, T0, limits);
-        let b = red.run(&name, "b", op, T0, limits).await.unwrap();
+        let b = run(&red, &name, "b", op, T0, limits).await.unwrap();
         assert_eq!(a, b, "{op:?}");
         answers.push(a);
     }

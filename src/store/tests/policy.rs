@@ -257,7 +257,14 @@ fn the_shared_client_bucket_is_the_rust_gcra() {
                     Err(wait) => Some(wait),
                 };
                 let got = rt
-                    .block_on(red.client_take(&block, now, capacity, emission_us))
+                    .block_on(red.client_take(
+                        &block,
+                        now,
+                        crate::policy::Bucket {
+                            capacity,
+                            emission_us,
+                        },
+                    ))
                     .unwrap();
                 prop_assert_eq!(got, expected, "step {}", i);
             }
