@@ -105,22 +105,7 @@ if held and now < held then
 end
 
 -- 2. Flap suppression.
-local cooled, lrem, lpost, fw = nil, 0, 0, {}
-if h[5] then
-  local n = 0
-  for tok in string.gmatch(h[5], '%S+') do
-    n = n + 1
-    if n == 1 then
-      if tok ~= '-' then cooled = tonumber(tok) end
-    elseif n == 2 then
-      lrem = tonumber(tok)
-    elseif n == 3 then
-      lpost = tonumber(tok)
-    else
-      fw[#fw + 1] = tonumber(tok)
-    end
-  end
-end
+local cooled, lrem, lpost, fw = flap_parts(h[5])
 if cooled and now - lpost >= reset then
   cooled, lrem, lpost, fw = nil, 0, 0, {}
 end

@@ -8,12 +8,7 @@ local key = KEYS[1]
 local now = tonumber(ARGV[1])
 local hf = 'h:' .. ARGV[2]
 local until_ms = tonumber(ARGV[3])
-local horizon = tonumber(ARGV[4])
-local w = tonumber(redis.call('HGET', key, 'w'))
-if w and now - w >= horizon then
-  redis.call('DEL', key)
-  w = nil
-end
+local w = last_written(key, now, tonumber(ARGV[4]))
 if until_ms == 0 then
   -- Release: nothing to do for a device with no state.
   if not w then return 0 end
@@ -23,8 +18,6 @@ else
   if cur and cur > until_ms then until_ms = cur end
   redis.call('HSET', key, hf, string.format('%d', until_ms))
 end
-local nw = now
-if w and w > nw then nw = w end
-redis.call('HSET', key, 'w', string.format('%d', nw))
+redis.call('HSET', key, 'w', string.format('%d', written_at(now, w)))
 redis.call('PEXPIRE', key, tonumber(ARGV[5]))
 return 1

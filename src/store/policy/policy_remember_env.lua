@@ -5,14 +5,7 @@
 
 local key = KEYS[1]
 local now = tonumber(ARGV[1])
-local horizon = tonumber(ARGV[3])
-local w = tonumber(redis.call('HGET', key, 'w'))
-if w and now - w >= horizon then
-  redis.call('DEL', key)
-  w = nil
-end
-local nw = now
-if w and w > nw then nw = w end
-redis.call('HSET', key, 'e', ARGV[2], 'w', string.format('%d', nw))
+local w = last_written(key, now, tonumber(ARGV[3]))
+redis.call('HSET', key, 'e', ARGV[2], 'w', string.format('%d', written_at(now, w)))
 redis.call('PEXPIRE', key, tonumber(ARGV[4]))
 return 1

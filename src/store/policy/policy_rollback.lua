@@ -32,20 +32,7 @@ if tonumber(h[2]) == at then redis.call('HDEL', key, cf) end
 redis.call('HDEL', key, 'h:' .. ARGV[2])
 
 if h[3] then
-  local cooled, lrem, lpost, fw = nil, 0, 0, {}
-  local n = 0
-  for tok in string.gmatch(h[3], '%S+') do
-    n = n + 1
-    if n == 1 then
-      if tok ~= '-' then cooled = tonumber(tok) end
-    elseif n == 2 then
-      lrem = tonumber(tok)
-    elseif n == 3 then
-      lpost = tonumber(tok)
-    else
-      fw[#fw + 1] = tonumber(tok)
-    end
-  end
+  local cooled, lrem, lpost, fw = flap_parts(h[3])
   if kind == 2 then
     if lrem == at then lrem = prev end
   else

@@ -18,7 +18,15 @@ use crate::store::error::{StoreError, StoreResult};
 /// The admission script exactly as the relay loads it (the benchmark measures Redis's
 /// ceiling with it).
 pub fn admit_lua() -> String {
-    format!("{}{}", GCRA_LUA, include_str!("policy_admit.lua"))
+    format!("{GCRA_LUA}{DEVICE_LUA}{}", include_str!("policy_admit.lua"))
+}
+
+/// What the per-device scripts share, put before each.
+const DEVICE_LUA: &str = include_str!("policy_device.lua");
+
+/// A per-device script: [`DEVICE_LUA`], then `body`.
+fn on_device(body: &str) -> Script {
+    Script::from_lua(format!("{DEVICE_LUA}{body}"))
 }
 
 /// The scripts this module runs (their hashes computed once per process).
@@ -31,10 +39,10 @@ struct Scripts {
 }
 
 static SCRIPTS: std::sync::LazyLock<Scripts> = std::sync::LazyLock::new(|| Scripts {
-    admit: with_gcra(include_str!("policy_admit.lua")),
-    rollback: Script::from_lua(include_str!("policy_rollback.lua")),
-    remember_env: Script::from_lua(include_str!("policy_remember_env.lua")),
-    hold: Script::from_lua(include_str!("policy_hold.lua")),
+    admit: Script::from_lua(admit_lua()),
+    rollback: on_device(include_str!("policy_rollback.lua")),
+    remember_env: on_device(include_str!("policy_remember_env.lua")),
+    hold: on_device(include_str!("policy_hold.lua")),
     client: with_gcra(include_str!("admission_client.lua")),
 });
 
