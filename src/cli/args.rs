@@ -52,7 +52,7 @@ pub enum ClientCommand {
     Keygen(KeygenArgs),
     /// The admin API: signers and receipts, over the admin socket (or --url and --token-file)
     Admin(AdminArgs),
-    /// Sign one push and send it to /v2/pushes; print the receipt; with --wait follow it until settled
+    /// Sign one push and send it to /v2/pushes; print the receipt; with --wait follow it until settled. A 503, a timeout or a lost connection sends the same signed bytes again (up to 5 times, backing off); a request id already used reads its receipt
     Push(PushArgs),
 }
 
@@ -167,9 +167,12 @@ pub struct PushArgs {
     /// The alert is an event, not a state change
     #[arg(long)]
     pub event: bool,
-    /// A lowercase UUID [default: random]; send the same one again to retry safely
+    /// A lowercase UUID [default: random]. Its signed request is kept beside the key (<KEY>.requests/<ID>.json, or --save), so the same command with the same id resends those exact bytes and gets the same receipt (200), never a second push
     #[arg(long)]
     pub request_id: Option<String>,
+    /// Keep the signed request in FILE (resent as it is when FILE exists)
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
     /// Follow the push's events until it is settled
     #[arg(long)]
     pub wait: bool,
@@ -202,6 +205,7 @@ impl PushArgs {
             priority: self.priority,
             event: self.event,
             request_id: self.request_id,
+            save: self.save,
             wait: self.wait,
             wait_timeout: Duration::from_secs(self.wait_timeout_s),
         })

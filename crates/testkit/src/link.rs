@@ -1,6 +1,8 @@
 //! A link between two regions on loopback: a TCP proxy the test holds, in front of a target
 //! set once the target has bound its port, that can add a one-way delay to every chunk it
-//! carries and can be cut (open connections closed, new ones closed at once) and healed.
+//! carries, can be cut (open connections closed, new ones closed at once) and healed, and
+//! can lose the answers of the next connections (the request reaches the target, which
+//! runs it; the client's connection is closed as the answer begins, so it never sees it).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -16,6 +18,7 @@ struct State {
     target: Mutex<Option<SocketAddr>>,
     cut: AtomicBool,
     delay_ms: AtomicU64,
+    lose_answers: AtomicU64,
 }
 
 /// A proxy on 127.0.0.1 that the test owns; dropped, it stops.
@@ -44,6 +47,14 @@ impl Link {
                     let target = *state.target.lock().unwrap();
                     if state.cut.load(Ordering::SeqCst) || target.is_none() {
                         drop(client);
+                        continue;
+                    }
+                    let lose = state
+                        .lose_answers
+                        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                        .is_ok();
+                    if lose {
+                        tokio::spawn(lose_answer(client, target.unwrap()));
                         continue;
                     }
                     let (state, cut_rx) = (state.clone(), cuts.subscribe());
@@ -91,6 +102,28 @@ impl Link {
     pub fn heal(&self) {
         self.state.cut.store(false, Ordering::SeqCst);
     }
+
+    /// Loses the answers of the next `n` connections (see the module's doc).
+    pub fn lose_answers(&self, n: u64) {
+        self.state.lose_answers.store(n, Ordering::SeqCst);
+    }
+}
+
+/// Carries `client`'s bytes to `target` until the target starts to answer, then closes
+/// both connections: the request ran, its answer never arrives.
+async fn lose_answer(client: TcpStream, target: SocketAddr) {
+    let Ok(server) = TcpStream::connect(target).await else {
+        return;
+    };
+    let (mut cr, cw) = client.into_split();
+    let (mut sr, mut sw) = server.into_split();
+    let up = tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut cr, &mut sw).await;
+    });
+    let mut first = [0u8; 1];
+    let _ = sr.read(&mut first).await;
+    up.abort();
+    drop(cw);
 }
 
 impl Drop for Link {
