@@ -11,7 +11,9 @@
 --          3 <prefix>{mb:<name>}:e:c2p
 --          4 <prefix>{mb:<name>}:s:p2c    sorted set: seq (score = seq)
 --          5 <prefix>{mb:<name>}:s:c2p
--- ARGV     1 op  2 bearer hash  3 now_ms  4 idle_ms  5 max envelopes per direction
+-- ARGV     1 op  2 bearer hash  3 now_ms, or empty for the store's own clock (TIME: what
+--          the relay sends, so no replica's wall clock decides a bucket, a foreground
+--          window or a generation)  4 idle_ms  5 max envelopes per direction
 --          6 channel (<prefix>{mb:<name>}:ev)  7.. the op's arguments
 -- Returns  {code, ...}: 0 not found, 1 forbidden, {2, retry s} rate limited, 3 created,
 --          4 claimed, {5, push code, registration} stored (push: 0 not asked, 1 foreground,
@@ -20,6 +22,10 @@
 --          {11, last, count} head, 12 done, {13, frame bucket arrival time, generation}
 --          signal open, {14, generation} watch open or check, 15 pruned a batch, more left.
 local op, bearer, now, idle = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local meta = KEYS[1]
 local MAX_LIST_BYTES = 1048576
 local rates = {

@@ -24,6 +24,8 @@ pub struct RedisMailboxes {
     pool: Pool,
     prefix: String,
     script: Script,
+    /// Whether requests are timed by the caller's `now_ms` rather than the store's clock.
+    caller_clock: bool,
 }
 
 impl std::fmt::Debug for RedisMailboxes {
@@ -56,10 +58,20 @@ fn bad() -> StoreError {
 impl RedisMailboxes {
     /// The script over this pool, under this key prefix.
     pub fn new(pool: Pool, prefix: &str) -> Self {
+        Self::timed(pool, prefix, false)
+    }
+
+    /// [`RedisMailboxes::new`], or with `caller_clock` timing each request by the caller's
+    /// `now_ms` instead of the store's clock (Redis `TIME`, read inside the script): for
+    /// tests that drive time, such as the differential test against the in-process
+    /// mailboxes. The relay never does: a replica whose clock is off must not decide a
+    /// bucket, a foreground window or a generation.
+    pub fn timed(pool: Pool, prefix: &str, caller_clock: bool) -> Self {
         Self {
             pool,
             prefix: prefix.to_owned(),
             script: with_gcra(include_str!("mailbox.lua")),
+            caller_clock,
         }
     }
 
@@ -142,7 +154,12 @@ impl MailboxBackend for RedisMailboxes {
         let mut args: Vec<Value> = vec![
             verb.into(),
             req.bearer.into(),
-            now_ms.to_string().into(),
+            if self.caller_clock {
+                now_ms.to_string()
+            } else {
+                String::new()
+            }
+            .into(),
             req.limits.idle_ms.to_string().into(),
             req.limits.max_envelopes.to_string().into(),
             self.channel(req.name).into(),

@@ -81,7 +81,7 @@ fn redis_mailboxes_are_the_in_process_mailboxes() {
                 case.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
             );
             let pool = rt.block_on(redis_store(&server.url(), &prefix, Policy::defaults()));
-            let red = RedisMailboxes::new(pool.pool().clone(), &prefix);
+            let red = RedisMailboxes::timed(pool.pool().clone(), &prefix, true);
             let mem = MemoryMailboxes::default();
             let names = [
                 Name::of("chat", "mailbox-one-0000"),
@@ -109,7 +109,7 @@ fn redis_mailboxes_are_the_in_process_mailboxes() {
 async fn mailbox_keys_share_a_tag_expire_and_name_nothing() {
     let server = RedisServer::start();
     let store = redis_store(&server.url(), "mk:", Policy::defaults()).await;
-    let red = RedisMailboxes::new(store.pool().clone(), "mk:");
+    let red = RedisMailboxes::timed(store.pool().clone(), "mk:", true);
     let id = "secret-mailbox-id-0001";
     let bearer_hex = "f".repeat(64);
     let name = Name::of("chat", id);
@@ -192,7 +192,7 @@ async fn mailboxes_on_a_cluster_publish_from_the_script() {
     let b = RedisStore::connect(&s, Policy::defaults()).unwrap();
     assert!(b.wait_ready(Duration::from_secs(10)).await);
     let fan_b = Fanout::redis(&s, b.pool().clone()).unwrap();
-    let red = RedisMailboxes::new(a.pool().clone(), "mc:");
+    let red = RedisMailboxes::timed(a.pool().clone(), "mc:", true);
     let limits = MLimits {
         idle_ms: 60_000,
         max_envelopes: 10,
@@ -250,7 +250,7 @@ async fn mailboxes_on_a_cluster_publish_from_the_script() {
 async fn lists_stop_before_a_mebibyte_in_both_stores() {
     let server = RedisServer::start();
     let store = redis_store(&server.url(), "ml:", Policy::defaults()).await;
-    let red = RedisMailboxes::new(store.pool().clone(), "ml:");
+    let red = RedisMailboxes::timed(store.pool().clone(), "ml:", true);
     let mem = MemoryMailboxes::default();
     let name = Name::of("chat", "mailbox-big-0000");
     let limits = MLimits {
@@ -300,4 +300,64 @@ async fn lists_stop_before_a_mebibyte_in_both_stores() {
         panic!("{:?}", answers[6]);
     };
     assert_eq!((envelopes.len(), *more), (2, false));
+}
+
+/// The relay's mailboxes are timed by the store's clock, not the caller's (issue 35: a
+/// replica whose clock is two minutes ahead saw a spent bucket as full). 120 envelopes
+/// spend the bucket at one caller's instant; 20 more from a caller two minutes ahead find
+/// it as spent (at most the one or two tokens the real elapsed time refills).
+#[tokio::test(flavor = "multi_thread")]
+async fn mailbox_buckets_run_on_the_store_clock() {
+    let server = RedisServer::start();
+    let store = redis_store(&server.url(), "sc:", Policy::defaults()).await;
+    let red = RedisMailboxes::new(store.pool().clone(), "sc:");
+    let name = Name::of("chat", "mailbox-skew-0000");
+    let limits = MLimits {
+        idle_ms: 600_000,
+        max_envelopes: 1_000,
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    assert_eq!(
+        run(&red, &name, "b", &MOp::Claim, now, limits)
+            .await
+            .unwrap(),
+        MAnswer::Created
+    );
+    let put = |seq: u64| MOp::Put {
+        dir: Dir::C2p,
+        seq,
+        data: bytes::Bytes::from_static(b"x"),
+        notify: false,
+    };
+    let mut stored = 0;
+    for seq in 1..=125 {
+        if let MAnswer::Stored(_) = run(&red, &name, "b", &put(seq), now, limits).await.unwrap() {
+            stored += 1;
+        }
+    }
+    assert!((120..=121).contains(&stored), "{stored} stored at first");
+    let ahead = now + 120_000;
+    let mut more = 0;
+    for seq in 200..220 {
+        if let MAnswer::Stored(_) = run(&red, &name, "b", &put(seq), ahead, limits)
+            .await
+            .unwrap()
+        {
+            more += 1;
+        }
+    }
+    assert!(
+        more <= 2,
+        "{more} of 20 stored by a caller two minutes ahead"
+    );
+    // A claim's generation is the store's instant too, not the caller's.
+    let g: i64 = server
+        .cli(&["HGET", &red.keys(&name)[0], "g"])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((g - now).abs() < 60_000, "generation {g} against {now}");
 }

@@ -15,6 +15,11 @@ use tokio_tungstenite::tungstenite::Message;
 const WAIT: Duration = Duration::from_secs(5);
 
 async fn two(url: &str) -> (Harness, Harness) {
+    two_clocks(url, sealrelay::clock::Clock::System).await
+}
+
+/// Two replicas on one Redis, the second on clock `b`.
+async fn two_clocks(url: &str, b: sealrelay::clock::Clock) -> (Harness, Harness) {
     let opts = || {
         Options::default()
             .var("REDIS_URL", url)
@@ -25,7 +30,7 @@ async fn two(url: &str) -> (Harness, Harness) {
             )
     };
     let a = Harness::with(opts()).await;
-    let b = Harness::with(opts()).await;
+    let b = Harness::with(opts().clock(b)).await;
     for h in [&a, &b] {
         let deadline = Instant::now() + Duration::from_secs(20);
         while h.admin("/readyz").await.status != 200 {
@@ -465,5 +470,54 @@ async fn a_new_claim_is_not_heard_by_the_old_claims_sockets() {
         next_text(&mut old_watch, Duration::from_secs(1)).await,
         None,
         "the old claim's watch heard the new claim's envelope"
+    );
+}
+
+/// A replica whose clock is two minutes ahead decides nothing (issue 35): the mailbox's
+/// buckets run on the store's clock. Right after 120 envelopes spend the bucket through the
+/// replica on the true clock, the one ahead stores at most the token or two the real
+/// elapsed time refills (it stored 20 of 20 when each replica used its own clock); and its
+/// socket opens leave the other replica's next upgrade unthrottled (a 429 before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_two_minutes_ahead_decides_no_bucket() {
+    let server = sealrelay_testkit::redis::RedisServer::start();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let ahead = sealrelay::clock::Clock::manual(now + 120_000);
+    let (a, b) = two_clocks(&server.url(), ahead).await;
+    let ma = Mb::new(a.addr(), "chat", &mailbox_id(40), &bearer(40));
+    let mb = ma.at(b.addr());
+    assert_eq!(ma.claim().await, 201);
+    let mut stored = 0;
+    for seq in 1..=125u64 {
+        if ma.put("c2p", seq, b"x").await.status == 201 {
+            stored += 1;
+        }
+    }
+    assert!(
+        (120..=121).contains(&stored),
+        "{stored} stored on the true clock"
+    );
+    let mut more = 0;
+    for seq in 200..220u64 {
+        match mb.put("c2p", seq, b"x").await.status {
+            201 => more += 1,
+            429 => {}
+            s => panic!("{s}"),
+        }
+    }
+    assert!(more <= 2, "{more} of 20 stored by the replica ahead");
+
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(mb.watch("p2c").await);
+    }
+    let opened = ma.socket("/p2c/watch", true).await;
+    assert!(
+        opened.is_ok(),
+        "the true clock's upgrade after the replica ahead opened sockets: {:?}",
+        opened.err().map(refused)
     );
 }
