@@ -30,6 +30,17 @@ impl Clock {
         }
     }
 
+    /// Microseconds since the Unix epoch (a manual clock's milliseconds, in microseconds).
+    pub fn now_us(&self) -> i64 {
+        match self {
+            Clock::System => std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_micros() as i64)
+                .unwrap_or(0),
+            Clock::Manual(t) => t.load(Ordering::SeqCst).saturating_mul(1000),
+        }
+    }
+
     /// Moves a manual clock forward (no effect on the system clock).
     pub fn advance_ms(&self, ms: i64) {
         if let Clock::Manual(t) = self {

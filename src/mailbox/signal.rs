@@ -171,12 +171,6 @@ impl Note {
     }
 }
 
-fn now_us() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as i64)
-}
-
 fn socket_id() -> [u8; 16] {
     let mut raw = [0u8; 8];
     let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut raw);
@@ -209,6 +203,7 @@ pub async fn upgrade(
     };
     let (bearer, place, events) = (a.bearer, a.place, a.events);
     Ok(a.upgrade.on_upgrade(move |socket| async move {
+        let opened_us = m.clock.now_us();
         let s = Session {
             m,
             name,
@@ -217,7 +212,7 @@ pub async fn upgrade(
             channel,
             generation,
             id: socket_id(),
-            opened_us: now_us(),
+            opened_us,
             tat_us: tat,
             peer: None,
         };
@@ -338,7 +333,7 @@ impl Session {
                         if data.len() > MAX_FRAME {
                             return End::Closed(Close::TooBig);
                         }
-                        match gcra_take(self.tat_us, now_us(), emission, capacity) {
+                        match gcra_take(self.tat_us, self.m.clock.now_us(), emission, capacity) {
                             Ok(t) => self.tat_us = t,
                             Err(_) => {
                                 metrics::mailbox_rate_limited(Bucket::Frames(self.side).label());
@@ -347,7 +342,7 @@ impl Session {
                         }
                         if self.peer.is_some() {
                             metrics::signal_frame(true, data.len());
-                            self.publish(Note::Frame { side: self.side, id: self.id, sent_us: now_us(), data }).await;
+                            self.publish(Note::Frame { side: self.side, id: self.id, sent_us: self.m.clock.now_us(), data }).await;
                         } else {
                             metrics::signal_frame(false, data.len());
                         }
@@ -496,7 +491,7 @@ impl Session {
                 data,
             } if side == other => {
                 metrics::signal_frame_delay(Duration::from_micros(
-                    (now_us() - sent_us).max(0) as u64
+                    (self.m.clock.now_us() - sent_us).max(0) as u64,
                 ));
                 // A frame from a socket not yet seen is the peer too.
                 if let Some(end) = self.seen(out, id).await {
