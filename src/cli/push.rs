@@ -464,38 +464,11 @@ mod tests {
         assert_ne!(crate::device::uuid4(), crate::device::uuid4());
     }
 
-    #[test]
-    fn the_request_it_signs_parses_and_verifies() {
-        let key = PrivateKey::generate().unwrap();
-        let args = Args {
+    /// A push of no target to a closed port, by `ed25519:ops`.
+    fn args() -> Args {
+        Args {
             url: "http://127.0.0.1:1".into(),
             key: PathBuf::new(),
-            key_id: "ed25519:ops".into(),
-            topic: Some("com.example.app".into()),
-            targets: vec![("ab".repeat(32), "A".repeat(72))],
-            suite: Some("x25519".into()),
-            collapse_id: None,
-            flap_id: None,
-            priority: "passive".into(),
-            event: false,
-            request_id: None,
-            save: None,
-            wait: false,
-            wait_timeout: Duration::from_secs(1),
-        };
-        let m = request(&args, &key, 1_767_225_600_000);
-        let body = serde_json::to_vec(&Value::Object(m)).unwrap();
-        let push = crate::signed::request::SignedPush::parse(&body, 4096).unwrap();
-        sig::verify_push(&key.public_key(), &push).unwrap();
-        assert_eq!(push.targets().len(), 1);
-        assert_eq!(push.topic(), Some("com.example.app"));
-    }
-
-    #[test]
-    fn a_named_request_is_kept_beside_the_key_and_a_bad_id_goes_nowhere() {
-        let mut args = Args {
-            url: "http://127.0.0.1:1".into(),
-            key: PathBuf::from("/keys/ops.pem"),
             key_id: "ed25519:ops".into(),
             topic: None,
             targets: Vec::new(),
@@ -508,6 +481,31 @@ mod tests {
             save: None,
             wait: false,
             wait_timeout: Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn the_request_it_signs_parses_and_verifies() {
+        let key = PrivateKey::generate().unwrap();
+        let args = Args {
+            topic: Some("com.example.app".into()),
+            targets: vec![("ab".repeat(32), "A".repeat(72))],
+            suite: Some("x25519".into()),
+            ..args()
+        };
+        let m = request(&args, &key, 1_767_225_600_000);
+        let body = serde_json::to_vec(&Value::Object(m)).unwrap();
+        let push = crate::signed::request::SignedPush::parse(&body, 4096).unwrap();
+        sig::verify_push(&key.public_key(), &push).unwrap();
+        assert_eq!(push.targets().len(), 1);
+        assert_eq!(push.topic(), Some("com.example.app"));
+    }
+
+    #[test]
+    fn a_named_request_is_kept_beside_the_key_and_a_bad_id_goes_nowhere() {
+        let mut args = Args {
+            key: PathBuf::from("/keys/ops.pem"),
+            ..args()
         };
         assert_eq!(saved_path(&args).unwrap(), None, "a random id is not kept");
         let id = "0b5b2b4e-8a0c-4d7e-9f11-3c2d1e0f9a87";
