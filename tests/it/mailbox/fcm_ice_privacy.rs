@@ -270,6 +270,16 @@ async fn one_round_trip_per_request() {
             })
             .collect::<Vec<_>>()
     };
+    // The relay's own subscription (the signers channel, followed from start-up) may land
+    // after readiness; it is not a request's round trip, so the counting starts after it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ops().await.contains_key("fanout_subscribe") {
+        assert!(
+            Instant::now() < deadline,
+            "the signers channel was never followed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let reg =
         json!({"service": "apns", "token": device(5), "environment": "production", "tag": "t"});
     macro_rules! one {
