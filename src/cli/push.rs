@@ -285,6 +285,13 @@ pub async fn run(args: &Args, out: &mut (dyn Write + Send)) -> anyhow::Result<En
     let path = saved_path(args)?;
     let endpoint = Endpoint::Url(args.url.clone());
     let mut prepared = prepare(args, &key, path.as_deref())?;
+    if let (true, Some(p)) = (prepared.resent, &path) {
+        eprintln!(
+            "push: resending request {} as kept in {} (the arguments of this run are not used)",
+            prepared.push_id,
+            p.display()
+        );
+    }
     let text = loop {
         let (status, text) = send(&endpoint, &prepared.bytes).await?;
         if status == 200 || status == 201 {

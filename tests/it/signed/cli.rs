@@ -257,6 +257,10 @@ async fn one_request_id_run_three_times_is_one_push() {
     assert_eq!(code, 0, "{out}{err}");
     assert_eq!(receipt_of(&out)["pushId"], id);
     assert!(!err.contains("was taken before"), "{err}");
+    assert!(
+        err.contains(&format!("resending request {id} as kept in")),
+        "{err}"
+    );
     assert_eq!(std::fs::read(&kept).unwrap(), kept_bytes, "resent as kept");
 
     // 3. Without the kept bytes: a new signature under the same id is the client's own
