@@ -75,9 +75,7 @@ fn random_hex(n: usize) -> String {
 }
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    crate::clock::Clock::System.now_ms().max(0) as u64
 }
 
 /// The signed request object.

@@ -21,17 +21,44 @@ fn sealrelay(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// A relay process on the mock APNs with its admin socket in a directory of its own.
+struct Relay {
+    prod: MockApns,
+    _sandbox: MockApns,
+    relay: RelayProcess,
+    dir: tempfile::TempDir,
+}
+
+impl Relay {
+    async fn start() -> Self {
+        let pki = pki();
+        let key = auth_key();
+        let prod = mock(&pki, &key).await;
+        let sandbox = mock(&pki, &key).await;
+        let dir = tempfile::tempdir().unwrap();
+        let mut vars = relay_vars(&pki, &key, &prod, &sandbox);
+        let socket = dir.path().join("admin.sock");
+        vars.push(("RELAY_ADMIN_SOCKET".into(), socket.display().to_string()));
+        let relay = tokio::task::block_in_place(|| RelayProcess::spawn(&vars));
+        Self {
+            prod,
+            _sandbox: sandbox,
+            relay,
+            dir,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_walkthrough_from_the_command_line() {
-    let pki = pki();
-    let key = auth_key();
-    let prod = mock(&pki, &key).await;
-    let sandbox = mock(&pki, &key).await;
-    let dir = tempfile::tempdir().unwrap();
+    // (The sandbox mock is bound, not dropped: the relay keeps its endpoint.)
+    let Relay {
+        prod,
+        _sandbox,
+        relay,
+        dir,
+    } = Relay::start().await;
     let socket = dir.path().join("admin.sock");
-    let mut vars = relay_vars(&pki, &key, &prod, &sandbox);
-    vars.push(("RELAY_ADMIN_SOCKET".into(), socket.display().to_string()));
-    let relay = tokio::task::block_in_place(|| RelayProcess::spawn(&vars));
     let url = relay.url();
     let url = url.trim_end_matches('/');
     let socket = socket.to_str().unwrap();
@@ -179,15 +206,14 @@ async fn the_walkthrough_from_the_command_line() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_request_id_run_three_times_is_one_push() {
     use std::os::unix::fs::PermissionsExt;
-    let pki = pki();
-    let key = auth_key();
-    let prod = mock(&pki, &key).await;
-    let sandbox = mock(&pki, &key).await;
-    let dir = tempfile::tempdir().unwrap();
+    // (The sandbox mock is bound, not dropped: the relay keeps its endpoint.)
+    let Relay {
+        prod,
+        _sandbox,
+        relay,
+        dir,
+    } = Relay::start().await;
     let socket = dir.path().join("admin.sock");
-    let mut vars = relay_vars(&pki, &key, &prod, &sandbox);
-    vars.push(("RELAY_ADMIN_SOCKET".into(), socket.display().to_string()));
-    let relay = tokio::task::block_in_place(|| RelayProcess::spawn(&vars));
     let relay_url = relay.url();
     let link = sealrelay_testkit::link::Link::start().await;
     link.set_target(
