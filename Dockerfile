@@ -36,6 +36,8 @@ ENV CARGO_TERM_COLOR=never \
 COPY Cargo.toml Cargo.lock ./
 COPY crates/testkit/Cargo.toml crates/testkit/
 COPY crates/bench/Cargo.toml crates/bench/
+# The patched Redis client the root manifest's [patch.crates-io] names (vendor/fred/PATCHES.md).
+COPY vendor ./vendor
 RUN mkdir -p src crates/testkit/src crates/bench/src/bin \
     && echo 'fn main() {}' > src/main.rs \
     && touch src/lib.rs crates/testkit/src/lib.rs \

@@ -98,6 +98,7 @@ pub fn register_known(l: CoreLabels<'_>) {
     counter!(RETRY_UNOPENABLE).absolute(0);
     counter!(TRACE_EXPORT_ERRORS).absolute(0);
     counter!(FANOUT_LAGGED).absolute(0);
+    counter!(FANOUT_MOVED).absolute(0);
     counter!(SIGNED_REPLAYS).absolute(0);
     counter!(SIGNED_TAKEOVERS).absolute(0);
     for r in l.signed_resolutions {
@@ -279,6 +280,11 @@ pub fn store_decode_error(kind: &'static str) {
 /// A subscriber lost `n` fan-out messages.
 pub fn fanout_lagged(n: u64) {
     counter!(FANOUT_LAGGED).increment(n);
+}
+
+/// A fan-out channel of a moved Cluster slot was subscribed again on its new owner.
+pub fn fanout_moved() {
+    counter!(FANOUT_MOVED).increment(1);
 }
 
 /// One fan-out message arrived this long after it was published.

@@ -73,6 +73,8 @@ families! {
             "Stored or published data this version could not read, by kind: counted instead of read as a default.";
         FANOUT_LAGGED = "sealrelay_fanout_lagged_total", counter,
             "Fan-out messages lost by subscribers that fell behind.";
+        FANOUT_MOVED = "sealrelay_fanout_moved_total", counter,
+            "Fan-out channels the server unsubscribed because their Cluster slot moved, subscribed again on the new owner.";
         FANOUT_DELAY = "sealrelay_fanout_delay_seconds", histogram(Seconds),
             "Fan-out delay from publish on one replica to receipt on another.";
         SIGNED_REQUESTS = "sealrelay_signed_requests_total", counter,

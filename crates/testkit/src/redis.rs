@@ -267,6 +267,79 @@ impl RedisCluster {
             .expect("some node owns every slot")
     }
 
+    /// The hash slot of `key`.
+    pub fn slot_of(&self, key: &str) -> u16 {
+        self.nodes[0]
+            .cli(&["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .parse()
+            .expect("a slot number")
+    }
+
+    /// Moves `slot` to node `to`, live, the way `redis-cli --cluster reshard` does: the
+    /// target imports it and the source migrates it; one key moves (`MIGRATE`) and `hold`
+    /// passes with the slot half-way, when clients get `ASK` for the keys that moved (and
+    /// `TRYAGAIN` for a command whose keys are split); the other keys move; every node is
+    /// told the new owner (`SETSLOT ... NODE`), after which clients get `MOVED` and the
+    /// source drops its shard channel subscribers of the slot (an unrequested
+    /// `sunsubscribe`). Blocks the calling thread.
+    pub fn move_slot(&self, slot: u16, to: usize, hold: Duration) {
+        let from = self
+            .nodes
+            .iter()
+            .position(|n| owns(n, slot))
+            .expect("some node owns every slot");
+        assert_ne!(from, to, "slot {slot} is on node {to} already");
+        let id = |i: usize| self.nodes[i].cli(&["CLUSTER", "MYID"]).trim().to_owned();
+        let (src, dst) = (&self.nodes[from], &self.nodes[to]);
+        let (src_id, dst_id) = (id(from), id(to));
+        let s = slot.to_string();
+        let ok = |out: String, what: &str| assert!(out.contains("OK"), "{what}: {out}");
+        ok(
+            dst.cli(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &src_id]),
+            "importing",
+        );
+        ok(
+            src.cli(&["CLUSTER", "SETSLOT", &s, "MIGRATING", &dst_id]),
+            "migrating",
+        );
+        let port = dst.port.to_string();
+        let migrate = |count: &str| loop {
+            let keys = src.cli(&["CLUSTER", "GETKEYSINSLOT", &s, count]);
+            let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+            if keys.is_empty() {
+                return;
+            }
+            let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+            args.extend(keys.iter().copied());
+            let out = src.cli(&args);
+            assert!(
+                out.contains("OK") || out.contains("NOKEY"),
+                "migrate: {out}"
+            );
+            if count == "1" {
+                return;
+            }
+        };
+        migrate("1");
+        std::thread::sleep(hold);
+        migrate("100");
+        // The target first, so the slot is never without an owner that knows it.
+        ok(
+            dst.cli(&["CLUSTER", "SETSLOT", &s, "NODE", &dst_id]),
+            "node (target)",
+        );
+        ok(
+            src.cli(&["CLUSTER", "SETSLOT", &s, "NODE", &dst_id]),
+            "node (source)",
+        );
+        for (i, n) in self.nodes.iter().enumerate() {
+            if i != from && i != to {
+                ok(n.cli(&["CLUSTER", "SETSLOT", &s, "NODE", &dst_id]), "node");
+            }
+        }
+    }
+
     /// Sums `INFO commandstats` over the masters.
     pub fn command_calls(&self) -> std::collections::HashMap<String, u64> {
         let mut total = std::collections::HashMap::new();

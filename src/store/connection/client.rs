@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use fred::prelude::*;
 use fred::types::scripts::Script;
+use fred::types::{FromValue, MultipleKeys};
 
 use super::sentinel;
 use crate::policy::Policy;
@@ -207,4 +208,39 @@ fn log_failures(pool: &Pool, hosts: String) {
 
 pub(crate) fn err(e: fred::error::Error) -> StoreError {
     StoreError::Redis(e.to_string())
+}
+
+/// How long a script waits out `TRYAGAIN`: while a Cluster reshard has moved some of a hash
+/// tag's keys and not yet the others, a command on several of them is refused (unrun) until
+/// the rest arrive, which `MIGRATE` does in milliseconds per batch.
+const SPLIT_SLOT_WAIT: Duration = Duration::from_secs(1);
+
+/// Runs `script` on a connection of `pool` (loading it on a node that lacks it), trying
+/// again while its keys' slot is split by a reshard (`TRYAGAIN`, 5 ms doubling to 100 ms,
+/// for at most [`SPLIT_SLOT_WAIT`]): the server refuses such a command before it runs, so
+/// sending it again cannot apply it twice. `MOVED` and `ASK` the client follows itself.
+pub(crate) async fn run<R: FromValue>(
+    script: &Script,
+    pool: &Pool,
+    keys: impl Into<MultipleKeys>,
+    args: Vec<Value>,
+) -> Result<R, fred::error::Error> {
+    let keys = keys.into();
+    let deadline = std::time::Instant::now() + SPLIT_SLOT_WAIT;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let r = script
+            .evalsha_with_reload(pool.next(), keys.clone(), args.clone())
+            .await;
+        match r {
+            Err(e)
+                if e.details().starts_with("TRYAGAIN")
+                    && std::time::Instant::now() + pause < deadline =>
+            {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            r => return r,
+        }
+    }
 }

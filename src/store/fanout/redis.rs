@@ -32,7 +32,7 @@ pub struct RedisFanout {
     /// are serialized, so releasing an idle channel cannot undo a subscription a new local
     /// subscriber just asked for, while a SUBSCRIBE that stalls (a paused Cluster node)
     /// holds only the upgrades of its own channel.
-    channels: ChannelLocks,
+    channels: Arc<ChannelLocks>,
 }
 
 /// Per-channel locks, forgotten once no call holds them.
@@ -106,6 +106,8 @@ impl RedisFanout {
         let (resync_tx, resync_rx) = watch::channel(0u64);
         let resync_tx = Arc::new(resync_tx);
         let ops = Arc::new(tokio::sync::RwLock::new(()));
+        let channels = Arc::new(ChannelLocks::default());
+        let (moved_tx, moved_rx) = tokio::sync::mpsc::unbounded_channel();
 
         // Messages from Redis to the local subscribers of their channel.
         {
@@ -120,6 +122,12 @@ impl RedisFanout {
                             let channel = match m.kind {
                                 MessageKind::SMessage => Channel::sharded(name),
                                 MessageKind::Message => Channel::global(name),
+                                MessageKind::Sunsubscribe => {
+                                    // Ours (an idle channel released) or the server's (the
+                                    // channel's slot moved): the follower tells them apart.
+                                    let _ = moved_tx.send(Channel::sharded(name));
+                                    continue;
+                                }
                                 _ => continue,
                             };
                             let payload = match m.value {
@@ -177,13 +185,66 @@ impl RedisFanout {
                 }
             });
         }
+        tokio::spawn(follow_moves(
+            moved_rx,
+            subscriber.clone(),
+            ops.clone(),
+            channels.clone(),
+            hub,
+            resync_tx,
+        ));
         let transport = Arc::new(RedisFanout {
             publisher,
             subscriber,
             ops,
-            channels: ChannelLocks::default(),
+            channels,
         });
         Ok((transport, resync_rx))
+    }
+}
+
+/// Subscribes again to shard channels the server unsubscribed this replica from while a
+/// local subscriber still listens: Redis does so, unasked, for every channel of a slot that
+/// a reshard or a failover moved to another node. The `SSUBSCRIBE` follows the slot to its
+/// new owner (`MOVED`), tried again (100 ms doubling to 2 s) until it is made or nobody
+/// listens any more; then consumers are told to resync, since messages published between
+/// the two were lost. An `sunsubscribe` this replica asked for (its last local subscriber
+/// left) finds nobody listening and is let be.
+async fn follow_moves(
+    mut moved: tokio::sync::mpsc::UnboundedReceiver<Channel>,
+    subscriber: SubscriberClient,
+    ops: Arc<tokio::sync::RwLock<()>>,
+    channels: Arc<ChannelLocks>,
+    hub: Arc<Hub>,
+    resync_tx: Arc<watch::Sender<u64>>,
+) {
+    while let Some(channel) = moved.recv().await {
+        let mut pause = Duration::from_millis(100);
+        let renewed = loop {
+            let r = {
+                let _g = ops.read().await;
+                channels
+                    .with(&channel, async {
+                        if !hub.has(&channel) {
+                            return Ok(false);
+                        }
+                        subscriber.ssubscribe(channel.name()).await.map(|()| true)
+                    })
+                    .await
+            };
+            match r {
+                Ok(renewed) => break renewed,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not subscribe again to a fan-out channel the server dropped (a moved slot); retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(2));
+                }
+            }
+        };
+        if renewed {
+            crate::metrics::fanout_moved();
+            resync_tx.send_modify(|n| *n += 1);
+        }
     }
 }
 

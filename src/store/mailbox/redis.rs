@@ -10,7 +10,7 @@ use fred::types::scripts::Script;
 
 use super::backend::{event_channel, MailboxBackend};
 use crate::mailbox::state::{Answer, Envelope, Name, Op, PushDecision, Request};
-use crate::store::connection::client::{err, with_gcra, GCRA_LUA};
+use crate::store::connection::client::{err, run, with_gcra, GCRA_LUA};
 use crate::store::error::StoreError;
 
 /// The mailbox script exactly as the relay loads it (the benchmark measures Redis's ceiling
@@ -165,9 +165,7 @@ impl MailboxBackend for RedisMailboxes {
             self.channel(req.name).into(),
         ];
         args.extend(rest);
-        let reply: Vec<Value> = self
-            .script
-            .evalsha_with_reload(self.pool.next(), self.keys(req.name), args)
+        let reply: Vec<Value> = run(&self.script, &self.pool, self.keys(req.name), args)
             .await
             .map_err(err)?;
         let code = reply.first().and_then(int_of).ok_or_else(bad)?;

@@ -12,7 +12,7 @@ use fred::types::scripts::Script;
 use super::backend::{Admission, AlertKey, Mark, PolicyBackend};
 use crate::device::{DeviceToken, Environment};
 use crate::policy::{Bucket, DeadReason, Decision, Ticket, TicketKind};
-use crate::store::connection::client::{err, with_gcra, RedisStore, GCRA_LUA};
+use crate::store::connection::client::{err, run, with_gcra, RedisStore, GCRA_LUA};
 use crate::store::error::{StoreError, StoreResult};
 
 /// The admission script exactly as the relay loads it (the benchmark measures Redis's
@@ -92,9 +92,7 @@ impl RedisStore {
             bucket.emission_us.into(),
             self.client_slack_ms.into(),
         ];
-        let wait: i64 = SCRIPTS
-            .client
-            .evalsha_with_reload(self.pool.next(), vec![key], args)
+        let wait: i64 = run(&SCRIPTS.client, &self.pool, vec![key], args)
             .await
             .map_err(err)?;
         Ok((wait > 0).then_some(wait as u64))
@@ -109,8 +107,7 @@ impl RedisStore {
         device: &DeviceToken,
         args: Vec<Value>,
     ) -> StoreResult<()> {
-        let _: i64 = script
-            .evalsha_with_reload(self.pool.next(), vec![self.key(device)], args)
+        let _: i64 = run(script, &self.pool, vec![self.key(device)], args)
             .await
             .map_err(err)?;
         Ok(())
@@ -178,11 +175,14 @@ impl PolicyBackend for RedisStore {
             (self.prune_over as i64).into(),
             crate::policy::CLOCK_SKEW_MS.into(),
         ];
-        let reply: Vec<Value> = SCRIPTS
-            .admit
-            .evalsha_with_reload(self.pool.next(), self.admit_keys(key.device), args)
-            .await
-            .map_err(err)?;
+        let reply: Vec<Value> = run(
+            &SCRIPTS.admit,
+            &self.pool,
+            self.admit_keys(key.device),
+            args,
+        )
+        .await
+        .map_err(err)?;
         parse_admission(&reply)
             .ok_or_else(|| StoreError::Redis("unexpected reply from policy_admit.lua".into()))
     }

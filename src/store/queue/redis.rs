@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::backend::{Claims, Depth, QueueBackend};
 use super::item::{random_u32, Claimed, Fenced, Pending, Sealer, SHARD_CAP};
-use crate::store::connection::client::err;
+use crate::store::connection::client::{err, run};
 use crate::store::error::{StoreError, StoreResult};
 
 /// Queue shards (Redis hash tags).
@@ -89,9 +89,7 @@ impl RedisQueue {
             (max as i64).into(),
             base.into(),
         ];
-        let reply: Vec<Value> = self
-            .claim
-            .evalsha_with_reload(self.pool.next(), self.keys(shard), args)
+        let reply: Vec<Value> = run(&self.claim, &self.pool, self.keys(shard), args)
             .await
             .map_err(err)?;
         let mut out = Claims::default();
@@ -126,9 +124,7 @@ impl RedisQueue {
             (if aside { "1" } else { "0" }).into(),
             ASIDE_TTL_MS.into(),
         ];
-        let r: i64 = self
-            .ack
-            .evalsha_with_reload(self.pool.next(), self.keys(shard), args)
+        let r: i64 = run(&self.ack, &self.pool, self.keys(shard), args)
             .await
             .map_err(err)?;
         Ok(if r == 1 { Fenced::Done } else { Fenced::Stale })
@@ -157,9 +153,7 @@ impl QueueBackend for RedisQueue {
             ttl_ms.into(),
             (SHARD_CAP as i64).into(),
         ];
-        let r: i64 = self
-            .put
-            .evalsha_with_reload(self.pool.next(), self.keys(shard), args)
+        let r: i64 = run(&self.put, &self.pool, self.keys(shard), args)
             .await
             .map_err(err)?;
         match r {
@@ -184,11 +178,14 @@ impl QueueBackend for RedisQueue {
     async fn stats(&self) -> StoreResult<Depth> {
         let mut total = Depth::default();
         for shard in 0..SHARDS {
-            let reply: Vec<Value> = self
-                .stats
-                .evalsha_with_reload(self.pool.next(), self.keys(shard), Vec::<Value>::new())
-                .await
-                .map_err(err)?;
+            let reply: Vec<Value> = run(
+                &self.stats,
+                &self.pool,
+                self.keys(shard),
+                Vec::<Value>::new(),
+            )
+            .await
+            .map_err(err)?;
             let get = |i: usize| reply.get(i).and_then(int).unwrap_or(0);
             total.depth += get(0) as usize;
             let oldest = get(1);

@@ -10,7 +10,7 @@ use super::backend::{events_channel, ReceiptBackend};
 use crate::signed::receipt::lifecycle::{
     Begun, Changes, Event, Guard, NewReceipt, Receipt, State, Target, Updated,
 };
-use crate::store::connection::client::err;
+use crate::store::connection::client::{err, run};
 use crate::store::connection::reply::{bad, int, pairs, text};
 use crate::store::error::StoreResult;
 
@@ -103,9 +103,7 @@ impl ReceiptBackend for RedisReceipts {
             new.claim.owner.into(),
             new.claim.lease_ms.into(),
         ];
-        let reply: Vec<Value> = self
-            .begin
-            .evalsha_with_reload(self.pool.next(), self.keys(push_id), args)
+        let reply: Vec<Value> = run(&self.begin, &self.pool, self.keys(push_id), args)
             .await
             .map_err(err)?;
         match (reply.first().and_then(int), reply.as_slice()) {
@@ -141,9 +139,7 @@ impl ReceiptBackend for RedisReceipts {
             args.push(u.state.as_str().into());
             args.push(u.detail.as_str().into());
         }
-        let reply: Vec<Value> = self
-            .update
-            .evalsha_with_reload(self.pool.next(), self.keys(push_id), args)
+        let reply: Vec<Value> = run(&self.update, &self.pool, self.keys(push_id), args)
             .await
             .map_err(err)?;
         match (reply.first().and_then(int), reply.get(1).and_then(int)) {
@@ -156,11 +152,14 @@ impl ReceiptBackend for RedisReceipts {
 
     /// The receipt, while kept. One EVALSHA.
     async fn get(&self, push_id: &str, _now_ms: i64) -> StoreResult<Option<Receipt>> {
-        let reply: Vec<Value> = self
-            .get
-            .evalsha_with_reload(self.pool.next(), self.keys(push_id), Vec::<Value>::new())
-            .await
-            .map_err(err)?;
+        let reply: Vec<Value> = run(
+            &self.get,
+            &self.pool,
+            self.keys(push_id),
+            Vec::<Value>::new(),
+        )
+        .await
+        .map_err(err)?;
         let [fields, events] = reply.as_slice() else {
             return Err(bad("receipt_get.lua"));
         };

@@ -7,7 +7,7 @@ use fred::types::scripts::Script;
 
 use super::backend::{signers_channel, SignerBackend};
 use crate::signed::enrolment::{Enrolled, Enrolment, Signer};
-use crate::store::connection::client::err;
+use crate::store::connection::client::{err, run};
 use crate::store::connection::reply::{bad, int, pairs, text};
 use crate::store::error::StoreResult;
 
@@ -102,11 +102,14 @@ impl SignerBackend for RedisSigners {
             now_ms.to_string().into(),
             self.channel().into(),
         ];
-        let reply: Vec<Value> = self
-            .enroll
-            .evalsha_with_reload(self.pool.next(), vec![self.key(key_id), self.index()], args)
-            .await
-            .map_err(err)?;
+        let reply: Vec<Value> = run(
+            &self.enroll,
+            &self.pool,
+            vec![self.key(key_id), self.index()],
+            args,
+        )
+        .await
+        .map_err(err)?;
         let [existed, fields] = reply.as_slice() else {
             return Err(bad("signer_enroll.lua"));
         };
@@ -126,9 +129,7 @@ impl SignerBackend for RedisSigners {
             now_ms.to_string().into(),
             self.channel().into(),
         ];
-        let fields: Value = self
-            .revoke
-            .evalsha_with_reload(self.pool.next(), vec![self.key(key_id)], args)
+        let fields: Value = run(&self.revoke, &self.pool, vec![self.key(key_id)], args)
             .await
             .map_err(err)?;
         kept(key_id, &fields, "signer_revoke.lua")
@@ -136,15 +137,14 @@ impl SignerBackend for RedisSigners {
 
     /// Every signer, by key id.
     async fn list(&self) -> StoreResult<Vec<Signer>> {
-        let reply: Vec<Value> = self
-            .list
-            .evalsha_with_reload(
-                self.pool.next(),
-                vec![self.index()],
-                vec![Value::from(format!("{}{{signers}}:", self.prefix))],
-            )
-            .await
-            .map_err(err)?;
+        let reply: Vec<Value> = run(
+            &self.list,
+            &self.pool,
+            vec![self.index()],
+            vec![Value::from(format!("{}{{signers}}:", self.prefix))],
+        )
+        .await
+        .map_err(err)?;
         let mut out: Vec<Signer> = reply
             .chunks(2)
             .filter_map(|kv| match kv {

@@ -5,4 +5,5 @@ mod fcm_ice_privacy;
 mod ice_providers;
 mod props;
 mod replicas;
+mod reshard;
 mod signal;

@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 const WAIT: Duration = Duration::from_secs(5);
 
-async fn two(url: &str) -> (Harness, Harness) {
+pub(super) async fn two(url: &str) -> (Harness, Harness) {
     two_clocks(url, sealrelay::clock::Clock::System).await
 }
 
@@ -333,14 +333,19 @@ async fn refused_and_closed_sockets_leave_no_subscription() {
     shard_channels_return_to(&redis, &before).await;
 }
 
-/// The Cluster node (index) a mailbox's keys and channels live on.
-fn node_of_mailbox(cluster: &RedisCluster, app: &str, id: &str) -> usize {
+/// The hash tag a mailbox's keys and channels carry.
+pub(super) fn mailbox_tag(app: &str, id: &str) -> String {
     let d = ring::digest::digest(&ring::digest::SHA256, format!("{app}/{id}").as_bytes());
     let name: String = d.as_ref()[..16]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    cluster.node_of(&format!("{{mb:{name}}}"))
+    format!("{{mb:{name}}}")
+}
+
+/// The Cluster node (index) a mailbox's keys and channels live on.
+fn node_of_mailbox(cluster: &RedisCluster, app: &str, id: &str) -> usize {
+    cluster.node_of(&mailbox_tag(app, id))
 }
 
 /// A stall on one Cluster node holds only the upgrades of mailboxes on that node: with

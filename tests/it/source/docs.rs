@@ -204,8 +204,8 @@ fn readme_starts_with_the_two_commands() {
 // ---------------------------------------------------------------------------------------
 // Relative links.
 
-/// Every Markdown file of the repository, relative to its root (build output, VCS data and
-/// installed packages left out).
+/// Every Markdown file of the repository, relative to its root (build output, VCS data,
+/// installed packages and vendored crates' own documents left out).
 fn markdown_files() -> Vec<PathBuf> {
     fn walk(dir: &Path, rel: &Path, out: &mut Vec<PathBuf>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -225,6 +225,10 @@ fn markdown_files() -> Vec<PathBuf> {
                 }
                 walk(&path, &rel, out);
             } else if name.ends_with(".md") {
+                // A vendored crate's own documents are upstream's; only our notes on it count.
+                if rel.starts_with("vendor") && name != "PATCHES.md" {
+                    continue;
+                }
                 out.push(rel);
             }
         }
