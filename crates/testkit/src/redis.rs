@@ -340,6 +340,19 @@ impl RedisCluster {
         }
     }
 
+    /// The slots that hold a key now, each with the node (index) serving it.
+    pub fn slots_in_use(&self) -> Vec<(u16, usize)> {
+        let mut out = std::collections::BTreeMap::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            for key in n.cli(&["--scan"]).lines() {
+                if !key.is_empty() {
+                    out.insert(self.slot_of(key), i);
+                }
+            }
+        }
+        out.into_iter().collect()
+    }
+
     /// Sums `INFO commandstats` over the masters.
     pub fn command_calls(&self) -> std::collections::HashMap<String, u64> {
         let mut total = std::collections::HashMap::new();

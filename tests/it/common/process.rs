@@ -74,14 +74,31 @@ impl RelayProcess {
 
     /// `/readyz`'s whole answer, status line to body ("" when it cannot be asked).
     pub fn readyz(&self) -> String {
+        self.admin_get("/readyz")
+    }
+
+    /// The sum of a counter's series on the admin listener's `/metrics` (every label set).
+    pub fn counter_sum(&self, family: &str) -> f64 {
+        self.admin_get("/metrics")
+            .lines()
+            .filter(|l| {
+                l.strip_prefix(family)
+                    .is_some_and(|rest| rest.starts_with(['{', ' ']))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// A GET on the admin listener: the whole answer, status line to body ("" when it
+    /// cannot be asked).
+    pub fn admin_get(&self, path: &str) -> String {
         use std::io::{Read, Write};
         let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", self.admin)) else {
             return String::new();
         };
         let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-        if s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .is_err()
-        {
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        if s.write_all(request.as_bytes()).is_err() {
             return String::new();
         }
         let mut out = String::new();

@@ -24,6 +24,11 @@ struct Setup {
 const PREFIX: &str = "rep:";
 
 async fn setup(redis_url: &str) -> Setup {
+    setup_with(redis_url, &[]).await
+}
+
+/// [`setup`] with more variables (later ones win).
+async fn setup_with(redis_url: &str, extra: &[(&str, &str)]) -> Setup {
     let pki = pki();
     let key = auth_key();
     let prod = mock(&pki, &key).await;
@@ -36,7 +41,10 @@ async fn setup(redis_url: &str) -> Setup {
         ("RELAY_RATE_CAPACITY", "5"),
         ("RELAY_FLAP_MAX_FORWARDS", "3"),
         ("RELAY_REDIS_TIMEOUT_MS", "2000"),
-    ] {
+    ]
+    .into_iter()
+    .chain(extra.iter().copied())
+    {
         vars.push((k.to_owned(), v.to_owned()));
     }
     let relays = (0..3).map(|_| RelayProcess::spawn(&vars)).collect();
@@ -180,4 +188,78 @@ async fn three_replicas_on_a_redis_cluster() {
         .map(|n| n.cli(&["DBSIZE"]).trim().parse().unwrap())
         .collect();
     assert!(per_node.iter().all(|&k| k > 0), "{per_node:?}");
+}
+
+/// A live reshard under traffic: every slot that holds a key moves to another master (300 ms
+/// half-way each) while three replicas forward a new alert for one of four devices every
+/// 20 ms. Every answer is 202 `forwarded` with no store error on any replica (so none fell
+/// back to deciding alone), and APNs gets each alert exactly once: the admission script
+/// follows `MOVED` and `ASK` and waits out `TRYAGAIN`, and a redirected command is not run
+/// twice. (Before the fix, redirected admissions failed and the replica decided alone.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reshard_under_traffic_costs_no_error() {
+    let cluster = Arc::new(RedisCluster::start());
+    let s = Arc::new(setup_with(&cluster.url(), &[("RELAY_RATE_CAPACITY", "100000")]).await);
+    let devices: Vec<u32> = (40..44).collect();
+    // Every device's keys exist before the slots move.
+    for &n in &devices {
+        let r = s.post(0, &envelope(&device(n), &id(1_000_000 + n))).await;
+        assert_eq!(r.body, r#"{"v":1,"outcome":"forwarded"}"#);
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let traffic = {
+        let (s, stop, devices) = (s.clone(), stop.clone(), devices.clone());
+        tokio::spawn(async move {
+            let mut failures = Vec::new();
+            let mut sent = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let n = devices[sent as usize % devices.len()];
+                let r = s
+                    .post(sent as usize % 3, &envelope(&device(n), &id(sent)))
+                    .await;
+                if r.status != 202 || r.body != r#"{"v":1,"outcome":"forwarded"}"# {
+                    failures.push(format!("alert {sent}: {} {}", r.status, r.body));
+                }
+                sent += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            (sent, failures)
+        })
+    };
+    let slots = cluster.slots_in_use();
+    assert!(slots.len() >= devices.len(), "{slots:?}");
+    for (slot, from) in slots {
+        let moving = cluster.clone();
+        tokio::task::spawn_blocking(move || {
+            moving.move_slot(slot, (from + 1) % 3, std::time::Duration::from_millis(300))
+        })
+        .await
+        .unwrap();
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (sent, failures) = traffic.await.unwrap();
+    assert!(failures.is_empty(), "{failures:#?}");
+    println!("{sent} alerts during the reshard");
+    assert!(sent >= 10, "only {sent} alerts during the reshard");
+    // Decided in Redis throughout: no store error, so no replica fell back to its own store.
+    for r in &s.relays {
+        let (errors, metrics) = tokio::task::block_in_place(|| {
+            (
+                r.counter_sum("sealrelay_store_errors_total"),
+                r.admin_get("/metrics"),
+            )
+        });
+        let lines: Vec<&str> = metrics
+            .lines()
+            .filter(|l| l.starts_with("sealrelay_store_errors_total{") && !l.ends_with(" 0"))
+            .collect();
+        assert_eq!(errors, 0.0, "store errors during the reshard: {lines:?}");
+    }
+    // Each alert once (plus the first one per device).
+    let received: usize = devices
+        .iter()
+        .map(|&n| s.prod.received_for(&device(n)).len())
+        .sum();
+    assert_eq!(received, sent as usize + devices.len());
 }

@@ -279,6 +279,10 @@ async fn process_ask(
     return Err(e);
   }
 
+  // sealrelay patch: the command goes to the node that said `ASK`, where `ASKING` was just
+  // sent; routed by its slot it went back to the cached owner, which answered `ASK` again
+  // until the redirections ran out.
+  command.cluster_node = Some(server);
   if let Err(error) = write_command_t!(inner, router, command) {
     _debug!(inner, "Error sending command after ASKING: {:?}", error);
     Err(error)
@@ -309,8 +313,10 @@ async fn process_moved(
     return Ok(());
   }
   // sealrelay patch: a redirection is not a failed write (the command did not run), so it
-  // spends no write attempt; redirections are bounded by `max_redirections` above.
+  // spends no write attempt; redirections are bounded by `max_redirections` above. And it
+  // goes to the slot's owner in the state just synced, not to a node an `ASK` named.
   command.attempts_remaining += 1;
+  command.cluster_node = None;
 
   if let Err(error) = write_command_t!(inner, router, command) {
     _debug!(inner, "Error sending command after MOVED: {:?}", error);
