@@ -1,7 +1,8 @@
 //! Signed pushes across replicas sharing one Redis (standalone and a real Cluster): a
 //! revocation on one replica holds on the other within a second, a replay on another
 //! replica sends nothing, and an event stream on one replica sees the events the other
-//! produces (the retry queue settling a queued target).
+//! produces (the retry queue settling a queued target); a live Cluster reshard under signed
+//! traffic costs no error.
 
 use std::time::{Duration, Instant};
 
@@ -220,4 +221,132 @@ async fn a_stream_on_one_replica_sees_events_from_another() {
 async fn a_stream_on_one_replica_sees_events_from_another_on_a_cluster() {
     let cluster = RedisCluster::start();
     stream_across(&cluster.url()).await;
+}
+
+/// The sum of a counter family's series in a replica's `/metrics`.
+async fn counter_sum(r: &SignedRelay, family: &str) -> f64 {
+    r.h.admin("/metrics")
+        .await
+        .body
+        .lines()
+        .filter(|l| {
+            l.strip_prefix(family)
+                .is_some_and(|rest| rest.starts_with(['{', ' ']))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A live reshard under signed traffic on a real Cluster: every slot holding a key (the
+/// signer, devices, receipts, the retry queue's shards) moves to another master, 300 ms
+/// half-way each, while replica A takes a push every 30 ms (every third one's first APNs
+/// attempt fails, so it goes through the shared retry queue) and replica B reads each
+/// receipt. Every push is taken (201) and every read answered (200) with no store error on
+/// either replica, and each push is delivered exactly once and its receipt settles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reshard_under_signed_traffic_costs_no_error() {
+    let cluster = std::sync::Arc::new(RedisCluster::start());
+    let (a, b) = two(&cluster.url()).await;
+    let (a, b) = (std::sync::Arc::new(a), std::sync::Arc::new(b));
+    let ops = std::sync::Arc::new(Signer::new("ops"));
+    a.enroll(&ops, &[TOPIC]).await;
+    let devices: Vec<String> = (60..64).map(device).collect();
+    let push = {
+        let (a, b, ops, devices) = (a.clone(), b.clone(), ops.clone(), devices.clone());
+        move |n: u64| {
+            let (a, b, ops, devices) = (a.clone(), b.clone(), ops.clone(), devices.clone());
+            async move {
+                let d = &devices[n as usize % devices.len()];
+                if n.is_multiple_of(3) {
+                    a.h.prod.reply_times(d, Reply::new(503, None), 1);
+                }
+                let mut failures = Vec::new();
+                let body =
+                    ops.sign(ops.request(&rid(n), std::slice::from_ref(d), Clock::System.now_ms()));
+                let r = a.push(&body).await;
+                if r.status != 201 {
+                    failures.push(format!("push {n}: {} {}", r.status, r.body));
+                }
+                let path = format!("/v2/pushes/{}", rid(n));
+                let r = b.read(&ops, &path, Clock::System.now_ms()).await;
+                if r.status != 200 {
+                    failures.push(format!("read {n}: {} {}", r.status, r.body));
+                }
+                failures
+            }
+        }
+    };
+    // Every kind of key exists before the slots move.
+    for n in 0..6 {
+        assert_eq!(push(n).await, Vec::<String>::new());
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let traffic = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut failures = Vec::new();
+            let mut n = 6;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                failures.extend(push(n).await);
+                n += 1;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+            (n, failures)
+        })
+    };
+    let slots = cluster.slots_in_use();
+    for (slot, from) in slots {
+        let moving = cluster.clone();
+        tokio::task::spawn_blocking(move || {
+            moving.move_slot(slot, (from + 1) % 3, Duration::from_millis(300))
+        })
+        .await
+        .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (pushes, failures) = traffic.await.unwrap();
+    assert!(failures.is_empty(), "{failures:#?}");
+    println!("{pushes} signed pushes during the reshard");
+    for r in [&a, &b] {
+        assert_eq!(
+            counter_sum(r, "sealrelay_store_errors_total").await,
+            0.0,
+            "store errors during the reshard"
+        );
+    }
+    // Every push settles, delivered once.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for n in 0..pushes {
+        let path = format!("/v2/pushes/{}", rid(n));
+        loop {
+            let v = b.read(&ops, &path, Clock::System.now_ms()).await.json();
+            if v["state"] == "settled" {
+                let targets = v["targets"].as_object().expect("targets");
+                assert!(
+                    targets.values().all(|t| t["state"] == "delivered"),
+                    "push {n}: {v}"
+                );
+                break;
+            }
+            assert!(Instant::now() < deadline, "push {n} never settled: {v}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let delivered: usize = devices
+        .iter()
+        .map(|d| {
+            [&a, &b]
+                .iter()
+                .map(|r| {
+                    r.h.prod
+                        .received_for(d)
+                        .iter()
+                        .filter(|x| x.status == 200)
+                        .count()
+                })
+                .sum::<usize>()
+        })
+        .sum();
+    assert_eq!(delivered, pushes as usize, "each push delivered once");
 }
