@@ -129,7 +129,7 @@ impl SignedStorePart {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let fanout = Fanout::redis(&settings, redis.pool().clone())?;
+        let fanout = Fanout::redis(&settings, redis.pool().clone(), crate::clock::Clock::System)?;
         let store = Store::redis(redis, None, fanout, policy, RedisFailure::Reject);
         Ok(Self {
             store,

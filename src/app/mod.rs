@@ -111,7 +111,7 @@ impl Running {
 }
 
 /// Builds the store the configuration asks for.
-fn build_store(cfg: &Config) -> anyhow::Result<Store> {
+fn build_store(cfg: &Config, clock: &Clock) -> anyhow::Result<Store> {
     let Some(settings) = &cfg.store.redis else {
         return Ok(Store::memory(cfg.policy.clone()));
     };
@@ -126,7 +126,7 @@ fn build_store(cfg: &Config) -> anyhow::Result<Store> {
         )),
         _ => None,
     };
-    let fanout: Fanout = Fanout::redis(settings, redis.pool().clone())?;
+    let fanout: Fanout = Fanout::redis(settings, redis.pool().clone(), clock.clone())?;
     Ok(Store::redis(
         redis,
         queue,
@@ -199,7 +199,7 @@ impl App {
     /// Builds the relay from a validated configuration.
     pub fn build(cfg: Config, clock: Clock) -> anyhow::Result<Self> {
         register_metrics();
-        let store = Arc::new(build_store(&cfg)?);
+        let store = Arc::new(build_store(&cfg, &clock)?);
         let apns: Option<Arc<ApnsClient>> = match &cfg.delivery {
             // Apple checks the provider token's `iat` against real time, so the client signs
             // with the system clock even when a test drives the policy with a manual one.

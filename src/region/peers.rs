@@ -563,7 +563,5 @@ pub(super) fn peer_address(extensions: &axum::http::Extensions) -> IpAddr {
 /// The wall clock in Unix milliseconds: the hop's freshness is the one place a region reads it
 /// (both sides' clocks, within 30 s).
 pub(super) fn wall_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    crate::clock::Clock::System.now_ms()
 }

@@ -33,6 +33,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{broadcast, watch};
 
+use crate::clock::Clock;
 use crate::store::error::{StoreError, StoreOp};
 
 /// The fan-out seam.
@@ -45,6 +46,8 @@ pub struct Fanout {
     /// In process nothing is ever missed, so the counter never moves; its sender is kept so
     /// waiting on it waits forever instead of failing.
     _never: Option<Arc<watch::Sender<u64>>>,
+    /// The clock a message's delay is measured on (against the publisher's instant).
+    clock: Clock,
 }
 
 impl Fanout {
@@ -56,16 +59,17 @@ impl Fanout {
             transport: None,
             resyncs: rx,
             _never: Some(Arc::new(tx)),
+            clock: Clock::System,
         }
     }
 
-    /// Across replicas through `transport`, which feeds `hub` with what it receives and
-    /// moves `resyncs` whenever messages may have been lost.
     /// Across replicas through Redis pub/sub: connects the subscriber (in the background,
-    /// retried like the pool); `publisher` is the store's command pool.
+    /// retried like the pool); `publisher` is the store's command pool, `clock` the one the
+    /// delay from publish to receipt is measured on.
     pub fn redis(
         settings: &crate::store::connection::RedisSettings,
         publisher: fred::prelude::Pool,
+        clock: Clock,
     ) -> anyhow::Result<Self> {
         let hub: Arc<Hub> = Arc::default();
         let (transport, resyncs) = RedisFanout::connect(settings, publisher, hub.clone())?;
@@ -74,6 +78,7 @@ impl Fanout {
             transport: Some(transport),
             resyncs,
             _never: None,
+            clock,
         })
     }
 
@@ -108,6 +113,7 @@ impl Fanout {
         let sub = Subscription {
             rx: Some(rx),
             lagged: false,
+            clock: self.clock.clone(),
             release: self.transport.as_ref().map(|t| Release {
                 hub: self.hub.clone(),
                 transport: t.clone(),
@@ -148,6 +154,8 @@ pub struct Subscription {
     rx: Option<broadcast::Receiver<Bytes>>,
     /// Messages were lost since [`Subscription::take_lagged`] was last asked.
     lagged: bool,
+    /// The fan-out's clock, for the delay metric.
+    clock: Clock,
     /// What dropping the last subscriber of the channel must undo (across replicas only).
     release: Option<Release>,
 }
@@ -198,10 +206,7 @@ impl Subscription {
                     let Some((sent_ms, payload)) = unframe(&m) else {
                         continue;
                     };
-                    let now = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_millis() as i64)
-                        .unwrap_or(0);
+                    let now = self.clock.now_ms();
                     crate::metrics::fanout_delay(Duration::from_millis(
                         (now - sent_ms).max(0) as u64
                     ));

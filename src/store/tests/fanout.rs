@@ -8,7 +8,7 @@ async fn two_fanouts(url: &str) -> (crate::store::fanout::Fanout, crate::store::
     for _ in 0..2 {
         let redis = RedisStore::connect(&s, Policy::defaults()).unwrap();
         assert!(redis.wait_ready(Duration::from_secs(10)).await);
-        out.push(Fanout::redis(&s, redis.pool().clone()).unwrap());
+        out.push(Fanout::redis(&s, redis.pool().clone(), crate::clock::Clock::System).unwrap());
     }
     let b = out.pop().unwrap();
     (out.pop().unwrap(), b)

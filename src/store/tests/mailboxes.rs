@@ -191,7 +191,7 @@ async fn mailboxes_on_a_cluster_publish_from_the_script() {
     assert!(a.wait_ready(Duration::from_secs(10)).await);
     let b = RedisStore::connect(&s, Policy::defaults()).unwrap();
     assert!(b.wait_ready(Duration::from_secs(10)).await);
-    let fan_b = Fanout::redis(&s, b.pool().clone()).unwrap();
+    let fan_b = Fanout::redis(&s, b.pool().clone(), crate::clock::Clock::System).unwrap();
     let red = RedisMailboxes::timed(a.pool().clone(), "mc:", true);
     let limits = MLimits {
         idle_ms: 60_000,
@@ -316,10 +316,7 @@ async fn mailbox_buckets_run_on_the_store_clock() {
         idle_ms: 600_000,
         max_envelopes: 1_000,
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now = crate::clock::Clock::System.now_ms();
     assert_eq!(
         run(&red, &name, "b", &MOp::Claim, now, limits)
             .await

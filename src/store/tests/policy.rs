@@ -437,7 +437,7 @@ async fn a_shared_admission_never_degrades() {
     s.timeout = Duration::from_millis(300);
     let redis = RedisStore::connect(&s, Policy::defaults()).unwrap();
     assert!(redis.wait_ready(Duration::from_secs(10)).await);
-    let fanout = Fanout::redis(&s, redis.pool().clone()).unwrap();
+    let fanout = Fanout::redis(&s, redis.pool().clone(), crate::clock::Clock::System).unwrap();
     let store = Store::redis(
         redis,
         None,

@@ -256,7 +256,7 @@ async fn a_degraded_replicas_queue_is_handed_to_redis() {
         s.timeout = Duration::from_millis(300);
         let redis = RedisStore::connect(&s, Policy::defaults()).unwrap();
         let queue = RedisQueue::new(redis.pool().clone(), "hand:", Sealer::new(&key));
-        let fanout = Fanout::redis(&s, redis.pool().clone()).unwrap();
+        let fanout = Fanout::redis(&s, redis.pool().clone(), crate::clock::Clock::System).unwrap();
         Store::redis(
             redis,
             Some(queue),

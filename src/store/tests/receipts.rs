@@ -342,7 +342,7 @@ async fn receipt_events_are_published_from_the_script_on_a_cluster() {
     assert!(a.wait_ready(Duration::from_secs(10)).await);
     let b = RedisStore::connect(&s, Policy::defaults()).unwrap();
     assert!(b.wait_ready(Duration::from_secs(10)).await);
-    let fan_b = Fanout::redis(&s, b.pool().clone()).unwrap();
+    let fan_b = Fanout::redis(&s, b.pool().clone(), crate::clock::Clock::System).unwrap();
     let red = RedisReceipts::new(a.pool().clone(), "cl:");
     let mut masters = std::collections::HashSet::new();
     let mut ids = Vec::new();

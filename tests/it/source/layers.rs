@@ -709,3 +709,30 @@ fn use_trees_are_flattened() {
     .collect();
     assert_eq!(out, want);
 }
+
+/// Time comes from one place: no file of the crate but `clock.rs` reads the system's wall
+/// clock (`SystemTime`) itself, so a test can move the relay's clock and a decision the
+/// relay makes on the time cannot bypass the clock it was given.
+#[test]
+fn only_the_clock_reads_the_wall_clock() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let mut readers = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&root).unwrap().to_path_buf();
+        if rel == Path::new("clock.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            if line.contains("SystemTime") {
+                readers.push(format!("src/{}:{}: {}", rel.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        readers.is_empty(),
+        "the wall clock read outside clock.rs: {readers:#?}"
+    );
+}
