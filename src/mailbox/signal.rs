@@ -14,8 +14,10 @@
 //! dropped; other text closes with 1003, a larger frame with 1009 (tungstenite's own limit is
 //! set far above it, so the relay can send the close frame), a second socket for the same
 //! side replaces the first (4000 `replaced`), erasing the mailbox closes both (1000), a side
-//! over its frame bucket (400, 50 per second, kept per side in the store across
-//! reconnects) is closed with 1008, and the relay stopping closes with 1001. Frames to a
+//! over its frame bucket (400, 50 per second, the side's, in the store: spent in batches of
+//! [`SPEND_BATCH`] frames or every [`SPEND_EVERY`], so neither a replacement nor a replica
+//! that dies hands the side a fresh burst) is closed with 1008, and the relay stopping
+//! closes with 1001. Frames to a
 //! client wait in the socket's own [`Outbox`], written by a task of its own: a side whose
 //! client stops reading is closed with 1008 once `RELAY_SIGNAL_BUFFER_BYTES` wait for it,
 //! and neither its sender nor the fan-out behind it ever waits on it. A side silent (no
@@ -23,12 +25,15 @@
 //!
 //! The two sides may be on different replicas: presence, replacement and frames travel on
 //! the mailbox's signal channel of the fan-out (sharded pub/sub on the mailbox's hash tag),
-//! as short messages `<kind><side><socket id>[...]`: `H` hello (with the socket's opening
-//! instant, so the older of two sockets of one side is the one replaced), `R` the reply to
+//! as short messages `<kind><side><socket id>[...]`: `H` hello (with the socket's number
+//! among its side's sockets, counted by the store when it opened, so the older of two
+//! sockets of one side is replaced at once whatever the replicas' clocks say), `R` the reply to
 //! a hello, `T` a heartbeat every [`BEAT`], `B` goodbye, `F` a frame (with the instant it
 //! was sent, for the cross-replica latency metric). A peer not heard from for [`PEER_TIMEOUT`]
 //! is gone (a replica that died says no goodbye): no side stays marked present longer than
-//! 16 s after its replica died.
+//! 16 s after its replica died. A hello can be lost; the store is the truth: every spend
+//! (and at least one per ping interval) also answers whether a newer socket of the side
+//! opened, and the older closes with 4000 then.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,7 +51,6 @@ use super::path::{self, Target};
 use super::socket::{accept, Liveness, Outbox, Queued};
 use super::state::{Answer, Bucket, MailboxEvent, Name, Op, Side};
 use crate::metrics;
-use crate::policy::gcra_take;
 use crate::store::fanout::{Channel, Subscription};
 use crate::store::mailbox::receive_event;
 
@@ -74,15 +78,24 @@ pub const BEAT: Duration = Duration::from_secs(5);
 pub const PEER_TIMEOUT: Duration = Duration::from_secs(15);
 /// How often a socket checks that its peer is still heard from.
 pub const CHECK: Duration = Duration::from_secs(1);
+/// Frames relayed before they are spent from the side's bucket in the store: a socket
+/// relays at most this many frames its side's bucket may not hold, and a replica that dies
+/// loses at most this many of the side's spending.
+pub const SPEND_BATCH: u32 = 10;
+/// How long a frame waits at most to be spent from the store's bucket.
+pub const SPEND_EVERY: Duration = Duration::from_millis(100);
+/// Frames relayed and not yet spent while the store does not answer, after which the socket
+/// is closed (1011) rather than relay more on credit: one full bucket.
+const UNSPENT_MAX: u32 = 400;
 
 /// One signal message on the fan-out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Note {
-    /// A socket opened at `opened_us`.
+    /// A socket opened, the `socket`th of its side.
     Hello {
         side: Side,
         id: [u8; 16],
-        opened_us: i64,
+        socket: u64,
     },
     /// A socket answers a hello: it is there.
     Here { side: Side, id: [u8; 16] },
@@ -107,8 +120,8 @@ fn side_byte(s: Side) -> u8 {
 }
 
 impl Note {
-    /// The wire form: kind, side, the socket id (16 hex), then per kind a 16-digit instant
-    /// and the frame's bytes.
+    /// The wire form: kind, side, the socket id (16 hex), then per kind a 16-digit number
+    /// (a hello's socket number, a frame's instant) and the frame's bytes.
     pub(crate) fn encode(&self) -> Bytes {
         let (kind, side, id) = match self {
             Note::Hello { side, id, .. } => (b'H', side, id),
@@ -128,7 +141,7 @@ impl Note {
         b.put_u8(side_byte(*side));
         b.put_slice(id);
         match self {
-            Note::Hello { opened_us, .. } => b.put_slice(format!("{opened_us:016}").as_bytes()),
+            Note::Hello { socket, .. } => b.put_slice(format!("{socket:016}").as_bytes()),
             Note::Frame { sent_us, data, .. } => {
                 b.put_slice(format!("{sent_us:016}").as_bytes());
                 b.put_slice(data);
@@ -155,7 +168,7 @@ impl Note {
             b'H' if b.len() == 34 => Note::Hello {
                 side,
                 id,
-                opened_us: instant()?,
+                socket: u64::try_from(instant()?).ok()?,
             },
             b'R' if b.len() == 18 => Note::Here { side, id },
             b'T' if b.len() == 18 => Note::Beat { side, id },
@@ -179,10 +192,12 @@ fn socket_id() -> [u8; 16] {
     id
 }
 
-/// The signal upgrade. Round trips: one script (bearer, bucket, the side's frame bucket),
+/// The signal upgrade. Round trips: one script (bearer, bucket, the side's socket number),
 /// then, for a caller the store admitted, the two fan-out subscriptions (the mailbox's
-/// channel for `erase`, its signal channel); one more when the socket closes (the frame
-/// bucket handed back).
+/// channel for `erase`, its signal channel). While open: one script per [`SPEND_BATCH`]
+/// frames or [`SPEND_EVERY`] (the frames spent from the side's bucket), one per ping
+/// interval (the claim and the socket's place checked), and one at close for frames not yet
+/// spent.
 pub async fn upgrade(
     State(m): State<Arc<Mailboxes>>,
     target: Target<path::Signal>,
@@ -197,13 +212,12 @@ pub async fn upgrade(
         .subscribe(&channel)
         .await
         .map_err(|_| MailboxError::Unavailable)?;
-    let (tat, generation) = match a.answer {
-        Answer::Frames { tat_us, generation } => (tat_us, generation),
+    let (socket_no, generation) = match a.answer {
+        Answer::SignalOpened { socket, generation } => (socket, generation),
         _ => (0, 0),
     };
     let (bearer, place, events) = (a.bearer, a.place, a.events);
     Ok(a.upgrade.on_upgrade(move |socket| async move {
-        let opened_us = m.clock.now_us();
         let s = Session {
             m,
             name,
@@ -212,8 +226,9 @@ pub async fn upgrade(
             channel,
             generation,
             id: socket_id(),
-            opened_us,
-            tat_us: tat,
+            socket: socket_no,
+            unspent: 0,
+            spend_at: None,
             peer: None,
         };
         s.serve(socket, events, signals).await;
@@ -230,9 +245,12 @@ struct Session {
     /// The generation of the claim the socket opened under.
     generation: u64,
     id: [u8; 16],
-    opened_us: i64,
-    /// The side's frame bucket (arrival time, us).
-    tat_us: i64,
+    /// The socket's number among its side's sockets (the newest is the side's).
+    socket: u64,
+    /// Frames relayed and not yet spent from the side's bucket in the store.
+    unspent: u32,
+    /// When the unspent frames are spent at the latest.
+    spend_at: Option<tokio::time::Instant>,
     /// The other side's socket and when it was last heard from.
     peer: Option<([u8; 16], Instant)>,
 }
@@ -272,7 +290,7 @@ impl Session {
         self.publish(Note::Hello {
             side: self.side,
             id: self.id,
-            opened_us: self.opened_us,
+            socket: self.socket,
         })
         .await;
         let end = self.run(&out, &mut stream, &mut events, &mut signals).await;
@@ -301,11 +319,44 @@ impl Session {
             })
             .await;
         }
-        let op = Op::SignalClose {
+        if self.unspent > 0 {
+            let _ = self.spend().await;
+        }
+    }
+
+    /// Spends the unspent frames from the side's bucket in the store, which also answers
+    /// whether this is still the side's newest socket and its claim still there: `Some` when
+    /// the session ends (4000 replaced, 1008 over the bucket or the claim gone, 1011 when the
+    /// store has not answered for a whole bucket's worth of frames). A store that does not
+    /// answer keeps the count for the next try.
+    async fn spend(&mut self) -> Option<End> {
+        let op = Op::SignalSpend {
             side: self.side,
-            tat_us: self.tat_us,
+            socket: self.socket,
+            frames: self.unspent,
         };
-        let _ = self.m.run(&self.name, &self.bearer, &op).await;
+        let r = self.m.run(&self.name, &self.bearer, &op).await;
+        if !matches!(r, Err(MailboxError::Unavailable)) {
+            self.unspent = 0;
+            self.spend_at = None;
+        }
+        match r {
+            Ok(Answer::Opened(g)) if g == self.generation => None,
+            Ok(Answer::Replaced) => Some(End::Closed(Close::Replaced)),
+            Err(MailboxError::RateLimited(_)) => {
+                metrics::mailbox_rate_limited(Bucket::Frames(self.side).label());
+                Some(End::Closed(Close::Policy))
+            }
+            Err(MailboxError::Unavailable) if self.unspent >= UNSPENT_MAX => {
+                Some(End::Closed(Close::Internal))
+            }
+            Err(MailboxError::Unavailable) => {
+                self.spend_at = Some(tokio::time::Instant::now() + SPEND_EVERY);
+                None
+            }
+            // Another generation of the claim, or none: the socket's mailbox is gone.
+            Ok(_) | Err(_) => Some(End::Closed(Close::Policy)),
+        }
     }
 
     async fn run(
@@ -323,7 +374,6 @@ impl Session {
         let mut resyncing = true;
         let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + BEAT, BEAT);
         let mut check = tokio::time::interval_at(tokio::time::Instant::now() + CHECK, CHECK);
-        let (capacity, emission) = Bucket::Frames(self.side).rate();
         let mut live = Liveness::new(self.m.settings.sockets.ping);
         let mut pings = live.pings();
         loop {
@@ -333,12 +383,16 @@ impl Session {
                         if data.len() > MAX_FRAME {
                             return End::Closed(Close::TooBig);
                         }
-                        match gcra_take(self.tat_us, self.m.clock.now_us(), emission, capacity) {
-                            Ok(t) => self.tat_us = t,
-                            Err(_) => {
-                                metrics::mailbox_rate_limited(Bucket::Frames(self.side).label());
-                                return End::Closed(Close::Policy);
+                        // At most SPEND_BATCH frames relayed on credit: the bucket in the store
+                        // decides before more go.
+                        if self.unspent >= SPEND_BATCH {
+                            if let Some(end) = self.spend().await {
+                                return end;
                             }
+                        }
+                        self.unspent += 1;
+                        if self.spend_at.is_none() {
+                            self.spend_at = Some(tokio::time::Instant::now() + SPEND_EVERY);
                         }
                         if self.peer.is_some() {
                             metrics::signal_frame(true, data.len());
@@ -364,10 +418,16 @@ impl Session {
                     }
                     Some(Err(_)) => return End::Left,
                 }},
+                _ = tokio::time::sleep_until(self.spend_at.unwrap_or_else(tokio::time::Instant::now)), if self.spend_at.is_some() => {
+                    if let Some(end) = self.spend().await {
+                        return end;
+                    }
+                },
                 _ = pings.tick() => {
-                    // Once a ping interval, the store says whether the claim is still there.
-                    if super::socket::claim_gone(&self.m, &self.name, &self.bearer, self.generation).await {
-                        return End::Closed(Close::Policy);
+                    // Once a ping interval, the store says whether the claim is still there
+                    // and this is still the side's newest socket (a hello can be lost).
+                    if let Some(end) = self.spend().await {
+                        return end;
                     }
                     if out.send(Message::Ping(Bytes::new())) == Queued::Gone {
                         return End::Left;
@@ -434,9 +494,17 @@ impl Session {
     async fn still_there(&self, stop: &mut tokio::sync::watch::Receiver<bool>) -> Option<Close> {
         let give_up = Instant::now() + Duration::from_secs(10);
         let mut pause = Duration::from_millis(100);
+        // No frames: the unspent ones go with the next spend.
+        let check = Op::SignalSpend {
+            side: self.side,
+            socket: self.socket,
+            frames: 0,
+        };
         loop {
-            match self.m.run(&self.name, &self.bearer, &Op::Check).await {
+            match self.m.run(&self.name, &self.bearer, &check).await {
                 Ok(Answer::Opened(g)) if g == self.generation => return None,
+                // A newer socket of the side opened while the hello was lost.
+                Ok(Answer::Replaced) => return Some(Close::Replaced),
                 Ok(_) | Err(MailboxError::NotFound | MailboxError::Forbidden) => {
                     return Some(Close::Normal)
                 }
@@ -457,13 +525,8 @@ impl Session {
         let other = self.side.other();
         match note {
             // Two sockets of one side: the older goes.
-            Note::Hello {
-                side,
-                id,
-                opened_us,
-            } if side == self.side
-                && id != self.id
-                && (opened_us, id) > (self.opened_us, self.id) =>
+            Note::Hello { side, id, socket }
+                if side == self.side && id != self.id && socket > self.socket =>
             {
                 return Some(End::Closed(Close::Replaced));
             }
@@ -533,7 +596,7 @@ mod tests {
             Note::Hello {
                 side: Side::Primary,
                 id,
-                opened_us: 1_790_000_000_000_000,
+                socket: 1_790_000,
             },
             Note::Here {
                 side: Side::Companion,

@@ -44,6 +44,8 @@ pub struct Mailbox {
     /// old sockets'.
     generation: u64,
     buckets: HashMap<&'static str, i64>,
+    /// Per side, the number of its newest signal socket (0: none opened yet).
+    sockets: [u64; 2],
     dirs: [Direction; 2],
     expires_ms: i64,
 }
@@ -179,19 +181,44 @@ fn apply(current: &mut Mailbox, bearer: &str, op: &Op, now_ms: i64, limits: Limi
             current.dirs[dir.index()].foreground_until_ms = 0;
             Answer::Done
         }
-        Op::SignalOpen { side } => Answer::Frames {
-            tat_us: current
-                .buckets
-                .get(Bucket::Frames(*side).field())
-                .copied()
-                .unwrap_or(0),
-            generation: current.generation,
-        },
-        Op::SignalClose { side, tat_us } => {
-            let f = Bucket::Frames(*side).field();
-            let kept = current.buckets.get(f).copied().unwrap_or(0).max(*tat_us);
-            current.buckets.insert(f, kept);
-            Answer::Done
+        Op::SignalOpen { side } => {
+            let socket = &mut current.sockets[side.index()];
+            *socket += 1;
+            Answer::SignalOpened {
+                socket: *socket,
+                generation: current.generation,
+            }
+        }
+        Op::SignalSpend {
+            side,
+            socket,
+            frames,
+        } => {
+            // The frames were relayed: they are spent whether or not the socket was replaced
+            // meanwhile, so no replacement hands its side a fresh burst.
+            let b = Bucket::Frames(*side);
+            let (capacity, emission) = b.rate();
+            let mut tat = current.buckets.get(b.field()).copied().unwrap_or(0);
+            let mut refused = None;
+            for _ in 0..*frames {
+                match gcra_take(tat, now_ms * 1000, emission, capacity) {
+                    Ok(t) => tat = t,
+                    Err(retry) => {
+                        refused = Some(retry);
+                        break;
+                    }
+                }
+            }
+            if *frames > 0 {
+                current.buckets.insert(b.field(), tat);
+            }
+            if let Some(retry) = refused {
+                Answer::RateLimited(retry)
+            } else if current.sockets[side.index()] != *socket {
+                Answer::Replaced
+            } else {
+                Answer::Opened(current.generation)
+            }
         }
         Op::Ping { dir } => {
             current.dirs[dir.index()].foreground_until_ms = now_ms + FOREGROUND_MS;
@@ -241,6 +268,7 @@ pub fn request(
             bearer: bearer.to_owned(),
             generation,
             buckets: HashMap::new(),
+            sockets: [0; 2],
             dirs: Default::default(),
             expires_ms: now_ms + limits.idle_ms,
         };
@@ -297,6 +325,86 @@ mod tests {
             data: Bytes::from_static(data),
             notify,
         }
+    }
+
+    /// A side's sockets are counted: the newest is the side's, and the older learns it on its
+    /// next spend. Relayed frames are spent whoever relayed them, so a replacement starts
+    /// from what its side has left, not a fresh 400.
+    #[test]
+    fn the_newest_socket_is_the_sides_and_frames_are_the_sides() {
+        let m = One::default();
+        let n = Name::of("chat", "abcdefghijklmnop");
+        assert_eq!(m.apply(&n, "b", &Op::Claim, T0, LIMITS), Answer::Created);
+        let g = T0 as u64;
+        let open = Op::SignalOpen {
+            side: Side::Primary,
+        };
+        let spend = |socket, frames| Op::SignalSpend {
+            side: Side::Primary,
+            socket,
+            frames,
+        };
+        assert_eq!(
+            m.apply(&n, "b", &open, T0, LIMITS),
+            Answer::SignalOpened {
+                socket: 1,
+                generation: g
+            }
+        );
+        assert_eq!(
+            m.apply(&n, "b", &spend(1, 300), T0, LIMITS),
+            Answer::Opened(g)
+        );
+        assert_eq!(
+            m.apply(&n, "b", &open, T0, LIMITS),
+            Answer::SignalOpened {
+                socket: 2,
+                generation: g
+            }
+        );
+        // The companion's count is its own.
+        assert_eq!(
+            m.apply(
+                &n,
+                "b",
+                &Op::SignalOpen {
+                    side: Side::Companion
+                },
+                T0,
+                LIMITS
+            ),
+            Answer::SignalOpened {
+                socket: 1,
+                generation: g
+            }
+        );
+        // The older socket's last frames are spent, and it hears it was replaced.
+        assert_eq!(
+            m.apply(&n, "b", &spend(1, 50), T0, LIMITS),
+            Answer::Replaced
+        );
+        assert_eq!(
+            m.apply(&n, "b", &spend(2, 50), T0, LIMITS),
+            Answer::Opened(g)
+        );
+        // 400 spent: the next frame does not fit (one back every 20 ms).
+        assert_eq!(
+            m.apply(&n, "b", &spend(2, 1), T0, LIMITS),
+            Answer::RateLimited(1)
+        );
+        assert_eq!(
+            m.apply(&n, "b", &spend(2, 1), T0 + 20, LIMITS),
+            Answer::Opened(g)
+        );
+        // A check spends nothing and needs the claim.
+        assert_eq!(
+            m.apply(&n, "b", &spend(2, 0), T0 + 20, LIMITS),
+            Answer::Opened(g)
+        );
+        assert_eq!(
+            m.apply(&n, "other", &spend(2, 0), T0 + 20, LIMITS),
+            Answer::Forbidden
+        );
     }
 
     #[test]

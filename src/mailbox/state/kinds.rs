@@ -63,6 +63,14 @@ impl Side {
         }
     }
 
+    /// Its place in per-side arrays.
+    pub fn index(self) -> usize {
+        match self {
+            Side::Primary => 0,
+            Side::Companion => 1,
+        }
+    }
+
     /// The other side.
     pub fn other(self) -> Self {
         match self {

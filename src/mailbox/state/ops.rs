@@ -105,19 +105,27 @@ pub enum Op {
         /// The direction.
         dir: Dir,
     },
-    /// A signal socket of `side` opens: like [`Op::Socket`], and the answer carries the
-    /// side's frame bucket ([`Answer::Frames`]) so the socket spends from it.
+    /// A signal socket of `side` opens: like [`Op::Socket`], and it becomes the side's
+    /// newest socket: the side's socket number goes up by one and the answer carries it
+    /// ([`Answer::SignalOpened`]). A socket with a lower number is replaced, whichever
+    /// replica holds it and whatever its clock says.
     SignalOpen {
         /// The side.
         side: Side,
     },
-    /// A signal socket of `side` closes and hands its frame bucket back (the later of the
-    /// stored and the given arrival time is kept). Takes no token.
-    SignalClose {
+    /// A signal socket spends `frames` frames it relayed from its side's frame bucket (one
+    /// token each, as many as the bucket holds) and asks whether it is still the side's
+    /// newest socket and its claim still there. Takes no other token and does not restart
+    /// the idle timer. The answer: rate limited (some frames did not fit),
+    /// [`Answer::Replaced`] (a newer socket of the side opened), else the claim's
+    /// generation ([`Answer::Opened`]). With no frames it is the socket's periodic check.
+    SignalSpend {
         /// The side.
         side: Side,
-        /// The bucket's arrival time, us.
-        tat_us: i64,
+        /// The socket's number, from [`Answer::SignalOpened`].
+        socket: u64,
+        /// Frames relayed since the last spend.
+        frames: u32,
     },
     /// A watch's `ping`: the direction's reader is in the foreground. Takes no bucket
     /// token (the socket's own rate bounds it).
@@ -148,7 +156,7 @@ impl Op {
             | Op::Unping { .. }
             | Op::Check
             | Op::PruneMore { .. }
-            | Op::SignalClose { .. } => None,
+            | Op::SignalSpend { .. } => None,
         }
     }
 }
@@ -235,11 +243,14 @@ pub enum Answer {
     Opened(u64),
     /// A prune removed a batch and more envelopes at or below its bound are left.
     More,
-    /// A signal socket opened: its side's frame bucket and the claim's generation.
-    Frames {
-        /// The frame bucket's arrival time, us (0 when full).
-        tat_us: i64,
+    /// A signal socket opened: its number among its side's sockets and the claim's
+    /// generation.
+    SignalOpened {
+        /// The side's socket number: one more than the socket before.
+        socket: u64,
         /// The claim's generation.
         generation: u64,
     },
+    /// A newer socket of the side opened: this one is replaced.
+    Replaced,
 }

@@ -6,7 +6,8 @@
 --                                         generation (now_ms of the claim that made it,
 --                                         named by every event); t:<bucket> arrival
 --                                         times (us); r:<dir> sealed push registration;
---                                         f:<dir> foreground until (ms)
+--                                         f:<dir> foreground until (ms); o:<side> the
+--                                         side's newest signal socket (a count)
 --          2 <prefix>{mb:<name>}:e:p2c    hash: seq -> envelope bytes
 --          3 <prefix>{mb:<name>}:e:c2p
 --          4 <prefix>{mb:<name>}:s:p2c    sorted set: seq (score = seq)
@@ -19,8 +20,9 @@
 --          4 claimed, {5, push code, registration} stored (push: 0 not asked, 1 foreground,
 --          2 throttled, 3 no registration, 4 send), 6 same, 7 conflict, 8 full,
 --          {9, last, more, seq, data, ...} listed, {10, data or false} got,
---          {11, last, count} head, 12 done, {13, frame bucket arrival time, generation}
---          signal open, {14, generation} watch open or check, 15 pruned a batch, more left.
+--          {11, last, count} head, 12 done, {13, socket number, generation} signal open,
+--          {14, generation} watch open, check or signal spend, 15 pruned a batch, more
+--          left, 16 replaced (a newer signal socket of the side opened).
 local op, bearer, now, idle = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 if not now then
   local t = redis.call('TIME')
@@ -169,13 +171,14 @@ elseif op == 'ice' then
 elseif op == 'socket' or op == 'check' then
   return {14, generation()}
 elseif op == 'sigopen' then
-  return {13, redis.call('HGET', meta, 't:sig:' .. ARGV[7]) or '0', generation()}
-elseif op == 'sigclose' then
-  local f = 't:sig:' .. ARGV[7]
-  local have = tonumber(redis.call('HGET', meta, f)) or 0
-  local given = tonumber(ARGV[8])
-  if given > have then have = given end
-  redis.call('HSET', meta, f, string.format('%d', have))
-  return {12}
+  return {13, redis.call('HINCRBY', meta, 'o:' .. ARGV[7], 1), generation()}
+elseif op == 'sigspend' then
+  -- The relayed frames are spent whether or not the socket was replaced meanwhile.
+  for _ = 1, tonumber(ARGV[9]) do
+    local retry = take('t:sig:' .. ARGV[7])
+    if retry > 0 then return {2, retry} end
+  end
+  if (redis.call('HGET', meta, 'o:' .. ARGV[7]) or '0') ~= ARGV[8] then return {16} end
+  return {14, generation()}
 end
 return redis.error_reply('mailbox.lua: unknown op ' .. tostring(op))

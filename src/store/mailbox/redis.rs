@@ -144,9 +144,17 @@ impl MailboxBackend for RedisMailboxes {
             Op::Check => ("check", vec![]),
             Op::Unping { dir } => ("unping", vec![dir.as_str().into()]),
             Op::SignalOpen { side } => ("sigopen", vec![side.as_str().into()]),
-            Op::SignalClose { side, tat_us } => (
-                "sigclose",
-                vec![side.as_str().into(), tat_us.to_string().into()],
+            Op::SignalSpend {
+                side,
+                socket,
+                frames,
+            } => (
+                "sigspend",
+                vec![
+                    side.as_str().into(),
+                    socket.to_string().into(),
+                    frames.to_string().into(),
+                ],
             ),
             Op::Ping { dir } => ("ping", vec![dir.as_str().into()]),
             Op::Ice => ("ice", vec![]),
@@ -212,16 +220,13 @@ impl MailboxBackend for RedisMailboxes {
                 count: reply.get(2).and_then(int_of).ok_or_else(bad)?,
             },
             12 => Answer::Done,
-            13 => Answer::Frames {
-                tat_us: reply
-                    .get(1)
-                    .and_then(int_of)
-                    .and_then(|t| i64::try_from(t).ok())
-                    .ok_or_else(bad)?,
+            13 => Answer::SignalOpened {
+                socket: reply.get(1).and_then(int_of).ok_or_else(bad)?,
                 generation: reply.get(2).and_then(int_of).ok_or_else(bad)?,
             },
             14 => Answer::Opened(reply.get(1).and_then(int_of).ok_or_else(bad)?),
             15 => Answer::More,
+            16 => Answer::Replaced,
             _ => return Err(bad()),
         })
     }

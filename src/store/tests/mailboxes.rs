@@ -49,10 +49,10 @@ fn mop() -> impl Strategy<Value = (u8, i64, MOp)> {
         1 => dir.clone().prop_map(|dir| MOp::Unregister { dir }),
         1 => (dir.clone(), sealed).prop_map(|(dir, sealed)| MOp::Forget { dir, sealed }),
         1 => Just(MOp::Socket),
-        1 => prop_oneof![Just(crate::mailbox::state::Side::Primary), Just(crate::mailbox::state::Side::Companion)]
+        2 => prop_oneof![Just(crate::mailbox::state::Side::Primary), Just(crate::mailbox::state::Side::Companion)]
             .prop_map(|side| MOp::SignalOpen { side }),
-        1 => (prop_oneof![Just(crate::mailbox::state::Side::Primary), Just(crate::mailbox::state::Side::Companion)], 0i64..3_000_000_000_000_000)
-            .prop_map(|(side, tat_us)| MOp::SignalClose { side, tat_us }),
+        2 => (prop_oneof![Just(crate::mailbox::state::Side::Primary), Just(crate::mailbox::state::Side::Companion)], 0u64..4, prop_oneof![Just(0u32), 1u32..40, Just(450u32)])
+            .prop_map(|(side, socket, frames)| MOp::SignalSpend { side, socket, frames }),
         1 => dir.clone().prop_map(|dir| MOp::Ping { dir }),
         1 => dir.prop_map(|dir| MOp::Unping { dir }),
         1 => Just(MOp::Check),

@@ -220,6 +220,18 @@ pub async fn send_text(ws: &mut Ws, t: &str) {
     ws.send(Message::Text(t.into())).await.unwrap();
 }
 
+/// The next binary message within `wait` (text, Ping and Pong skipped); `None` on a close,
+/// an error or the wait running out.
+pub async fn next_binary(ws: &mut Ws, wait: Duration) -> Option<Vec<u8>> {
+    loop {
+        match tokio::time::timeout(wait, ws.next()).await.ok()?? {
+            Ok(Message::Binary(b)) => return Some(b.to_vec()),
+            Ok(Message::Text(_) | Message::Ping(_) | Message::Pong(_)) => continue,
+            _ => return None,
+        }
+    }
+}
+
 pub async fn send_binary(ws: &mut Ws, b: Vec<u8>) {
     ws.send(Message::Binary(b.into())).await.unwrap();
 }

@@ -6,4 +6,5 @@ mod ice_providers;
 mod props;
 mod replicas;
 mod reshard;
+mod sides;
 mod signal;

@@ -10,7 +10,6 @@ use crate::common::mailbox::*;
 use crate::common::*;
 use futures_util::StreamExt;
 use serde_json::json;
-use tokio_tungstenite::tungstenite::Message;
 
 const WAIT: Duration = Duration::from_secs(5);
 
@@ -19,7 +18,7 @@ pub(super) async fn two(url: &str) -> (Harness, Harness) {
 }
 
 /// Two replicas on one Redis, the second on clock `b`.
-async fn two_clocks(url: &str, b: sealrelay::clock::Clock) -> (Harness, Harness) {
+pub(super) async fn two_clocks(url: &str, b: sealrelay::clock::Clock) -> (Harness, Harness) {
     let opts = || {
         Options::default()
             .var("REDIS_URL", url)
@@ -39,16 +38,6 @@ async fn two_clocks(url: &str, b: sealrelay::clock::Clock) -> (Harness, Harness)
         }
     }
     (a, b)
-}
-
-async fn next_binary(ws: &mut Ws, wait: Duration) -> Option<Vec<u8>> {
-    loop {
-        match tokio::time::timeout(wait, ws.next()).await.ok()?? {
-            Ok(Message::Binary(b)) => return Some(b.to_vec()),
-            Ok(Message::Text(_) | Message::Ping(_) | Message::Pong(_)) => continue,
-            _ => return None,
-        }
-    }
 }
 
 async fn across(url: &str, n: u32) {
@@ -394,7 +383,7 @@ async fn a_stalled_node_holds_only_its_own_mailboxes_upgrades() {
     let _ = stalled.await;
 }
 
-async fn one_on(url: &str, vars: &[(&str, &str)]) -> Harness {
+pub(super) async fn one_on(url: &str, vars: &[(&str, &str)]) -> Harness {
     let mut opts = Options::default()
         .var("REDIS_URL", url)
         .var("RELAY_APPS", "chat:signal");

@@ -18,16 +18,6 @@ async fn relay() -> Harness {
 }
 
 /// The next binary frame within `wait`, skipping text; `None` on close or timeout.
-async fn next_binary(ws: &mut Ws, wait: Duration) -> Option<Vec<u8>> {
-    loop {
-        match tokio::time::timeout(wait, ws.next()).await.ok()?? {
-            Ok(Message::Binary(b)) => return Some(b.to_vec()),
-            Ok(Message::Text(_) | Message::Ping(_) | Message::Pong(_)) => continue,
-            _ => return None,
-        }
-    }
-}
-
 async fn side(m: &Mb, s: &str) -> Ws {
     m.socket(&format!("/signal/{s}"), false)
         .await
