@@ -147,9 +147,14 @@ impl Delivery {
             }
         }
         let moved = self.store.queue().flush_local(self.clock.now_ms()).await;
-        let left = self.store.queue().local_len();
-        if left > 0 {
-            tracing::warn!(moved, left, "stopping with notifications queued in process only; they are lost with this replica");
+        let left = self.store.queue().take_local();
+        if !left.is_empty() {
+            tracing::warn!(moved, left = left.len(), "stopping with notifications queued in process only; they are lost with this replica");
+            // Their front-ends hear it (a signed push's receipt says `failed`), if the store
+            // takes the report now.
+            for item in &left {
+                self.report(item, Ending::Lost).await;
+            }
         }
     }
 
@@ -180,7 +185,11 @@ impl Delivery {
         };
         let mut item = lease.claimed.item.clone();
         let Some(device) = DeviceToken::parse(&item.device) else {
-            let _ = self.store.queue().ack(&lease).await;
+            // Never sendable: taken out, and its front-end told (whatever the ack's answer:
+            // an item that comes back is set aside the same way).
+            if !matches!(self.store.queue().ack(&lease).await, Ok(Fenced::Stale)) {
+                self.report(&item, Ending::SetAside).await;
+            }
             return;
         };
         let now = self.clock.now_ms();
@@ -255,11 +264,24 @@ impl Delivery {
             _ => {
                 metrics::retry_attempt(RetryResult::Failed.as_str());
                 tracing::warn!(device = %device.hash8(), reason = attempt.verdict.reason_label(), "queued notification refused by the push service");
-                if let Ok(Fenced::Done) = self.store.queue().ack(&lease).await {
-                    let key = AlertKey::new(&device, &item.collapse_id, &item.flap_key);
-                    self.settle_refusal(key, &item.ticket(), &attempt).await;
-                    self.report(&item, Ending::Outcome(&Outcome::of(attempt.verdict)))
-                        .await;
+                match self.store.queue().ack(&lease).await {
+                    Ok(Fenced::Done) => {
+                        let key = AlertKey::new(&device, &item.collapse_id, &item.flap_key);
+                        self.settle_refusal(key, &item.ticket(), &attempt).await;
+                        self.report(&item, Ending::Outcome(&Outcome::of(attempt.verdict)))
+                            .await;
+                    }
+                    // Another replica holds the item now: it settles it.
+                    Ok(Fenced::Stale) => {}
+                    // The ack's reply did not arrive, which is not an ack that did not run:
+                    // if it ran, nobody will claim the item again. The refusal is final
+                    // either way, so it is reported now (were the item claimed again, the
+                    // same refusal would change nothing).
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not remove a refused item from the retry queue; reporting the refusal anyway");
+                        self.report(&item, Ending::Outcome(&Outcome::of(attempt.verdict)))
+                            .await;
+                    }
                 }
             }
         }
@@ -269,12 +291,20 @@ impl Delivery {
     /// (only as the claim's owner, so a stale claimer cannot undo another's delivery).
     async fn expire(&self, device: &DeviceToken, lease: &Lease) {
         let item: &Pending = &lease.claimed.item;
-        if let Ok(Fenced::Done) = self.store.queue().ack(lease).await {
-            metrics::retry_attempt(RetryResult::Expired.as_str());
-            tracing::warn!(device = %device.hash8(), attempts = item.attempts, "queued notification expired undelivered");
-            let key = AlertKey::new(device, &item.collapse_id, &item.flap_key);
-            self.rollback(key, &item.ticket()).await;
-            self.report(item, Ending::Expired).await;
+        match self.store.queue().ack(lease).await {
+            Ok(Fenced::Done) => {
+                metrics::retry_attempt(RetryResult::Expired.as_str());
+                tracing::warn!(device = %device.hash8(), attempts = item.attempts, "queued notification expired undelivered");
+                let key = AlertKey::new(device, &item.collapse_id, &item.flap_key);
+                self.rollback(key, &item.ticket()).await;
+                self.report(item, Ending::Expired).await;
+            }
+            Ok(Fenced::Stale) => {}
+            // As for a refusal: the ack may have run, and the expiry is final either way.
+            Err(e) => {
+                tracing::warn!(error = %e, "could not remove an expired item from the retry queue; reporting the expiry anyway");
+                self.report(item, Ending::Expired).await;
+            }
         }
     }
 

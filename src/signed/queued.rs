@@ -57,6 +57,14 @@ impl Settlement for QueuedTargets {
         let (state, detail) = match ending {
             Ending::Outcome(outcome) => receipt::state_of(outcome),
             Ending::Expired => (State::Expired, String::new()),
+            Ending::SetAside => (
+                State::Failed,
+                receipt::failure_detail(receipt::Failure::relay("unreadable_in_queue")),
+            ),
+            Ending::Lost => (
+                State::Failed,
+                receipt::failure_detail(receipt::Failure::relay("relay_stopped")),
+            ),
         };
         let update = Update {
             target: target.clone(),

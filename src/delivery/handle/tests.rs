@@ -308,3 +308,181 @@ async fn the_worker_hands_its_local_queue_to_redis_when_it_stops() {
     }
     assert_eq!(found.len(), 1);
 }
+
+/// What a front-end heard of its queued deliveries' endings.
+#[derive(Debug, Default)]
+struct Heard(Mutex<Vec<(Reference, String)>>);
+
+#[async_trait::async_trait]
+impl Settlement for Heard {
+    async fn ended(
+        &self,
+        reference: &Reference,
+        ending: crate::delivery::Ending<'_>,
+        _deadline_ms: i64,
+    ) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((reference.clone(), format!("{ending:?}")));
+    }
+}
+
+/// A refusal whose acknowledgement's reply is lost is still reported. Redis is paused for
+/// writes (`CLIENT PAUSE ... WRITE`) while the retry's ack is sent: the caller gives up
+/// after its 300 ms timeout, and the ack runs when the pause ends, so nobody will claim
+/// the item again. Before, only an ack answered `Done` was followed by a report, and the
+/// push's receipt stayed `queued` until its TTL.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refusal_whose_ack_reply_is_lost_is_still_reported() {
+    use crate::store::connection::{RedisSettings, RedisStore};
+    use crate::store::fanout::Fanout;
+    use crate::store::queue::{RedisQueue, Sealer};
+    use crate::store::RedisFailure;
+    use Environment::Production as P;
+    let server = sealrelay_testkit::redis::RedisServer::start();
+    let key = QueueKey::derive(b"lost ack");
+    let s = RedisSettings {
+        url: server.url(),
+        prefix: "ack:".into(),
+        pool_size: 1,
+        timeout: Duration::from_millis(300),
+    };
+    let redis = RedisStore::connect(&s, Policy::defaults()).unwrap();
+    let queue = RedisQueue::new(redis.pool().clone(), "ack:", Sealer::new(&key));
+    let store = Arc::new(Store::redis(
+        redis,
+        Some(queue),
+        Fanout::memory(),
+        Policy::defaults(),
+        RedisFailure::Degrade,
+    ));
+    while !store.ready() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let clock = Clock::manual(T0);
+    let push = Scripted::new(vec![
+        // A first item, queued and delivered: its ack loads the script on the server.
+        step(P, 0, Some((503, "ServiceUnavailable"))),
+        step(P, 0, Some((200, ""))),
+        step(P, 0, Some((503, "ServiceUnavailable"))),
+        // The retry's refusal, 400 ms in: the pause below has begun by then.
+        step(P, 400, Some((400, "BadCollapseId"))),
+    ]);
+    let heard = Arc::new(Heard::default());
+    let d = Arc::new(
+        Delivery::new(
+            settings(30_000),
+            store.clone(),
+            Sender::Push(push),
+            clock.clone(),
+        )
+        .with_settlement(heard.clone()),
+    );
+    let ctx = Context {
+        settles: Some(("push-1".into(), "target-1".into())),
+        ..Context::default()
+    };
+    let claim = |at: i64| {
+        let store = store.clone();
+        async move {
+            let mut leases = Vec::new();
+            for _ in 0..crate::store::queue::redis::SHARDS {
+                leases.extend(store.queue().claim(at, at + 30_000, 10).await);
+            }
+            leases
+        }
+    };
+    assert_eq!(d.handle(&alert(7)).await, Outcome::Queued);
+    let first = claim(clock.now_ms() + 60_000).await;
+    assert_eq!(first.len(), 1);
+    d.retry(first.into_iter().next().unwrap()).await;
+    assert!(
+        heard.0.lock().unwrap().is_empty(),
+        "nothing asked to hear of it"
+    );
+    assert_eq!(d.handle_with(&alert(6), &ctx).await, Outcome::Queued);
+    let mut leases = claim(clock.now_ms() + 60_000).await;
+    assert_eq!(leases.len(), 1);
+    let retry = {
+        let (d, lease) = (d.clone(), leases.remove(0));
+        tokio::spawn(async move { d.retry(lease).await })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    server.cli(&["CLIENT", "PAUSE", "1200", "WRITE"]);
+    retry.await.unwrap();
+    let heard = heard.0.lock().unwrap().clone();
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert_eq!(heard[0].0, ("push-1".to_owned(), "target-1".to_owned()));
+    assert!(heard[0].1.contains("Outcome"), "{heard:?}");
+    // The ack ran once the pause ended: the item is gone from the shared queue.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let items = server.cli(&["--scan", "--pattern", "ack:{q*}:items"]);
+    assert!(items.trim().is_empty(), "still queued: {items}");
+}
+
+/// A replica that stops while Redis still fails cannot hand its in-process queue on: each
+/// item's front-end hears it is lost (a signed push's receipt then says `failed`,
+/// `relay_stopped`, where the store takes the report) instead of waiting for it forever.
+#[tokio::test(flavor = "multi_thread")]
+async fn items_left_in_process_at_stop_are_reported_lost() {
+    use crate::store::connection::{RedisSettings, RedisStore};
+    use crate::store::fanout::Fanout;
+    use crate::store::queue::{RedisQueue, Sealer};
+    use crate::store::RedisFailure;
+    let mut server = sealrelay_testkit::redis::RedisServer::start();
+    let key = QueueKey::derive(b"lost at stop");
+    let s = RedisSettings {
+        url: server.url(),
+        prefix: "lost:".into(),
+        pool_size: 1,
+        timeout: Duration::from_millis(300),
+    };
+    let redis = RedisStore::connect(&s, Policy::defaults()).unwrap();
+    let queue = RedisQueue::new(redis.pool().clone(), "lost:", Sealer::new(&key));
+    let store = Arc::new(Store::redis(
+        redis,
+        Some(queue),
+        Fanout::memory(),
+        Policy::defaults(),
+        RedisFailure::Degrade,
+    ));
+    while !store.ready() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.stop();
+    let push = Scripted::new(vec![step(
+        Environment::Production,
+        0,
+        Some((503, "ServiceUnavailable")),
+    )]);
+    let heard = Arc::new(Heard::default());
+    let d = Arc::new(
+        Delivery::new(
+            settings(30_000),
+            store.clone(),
+            Sender::Push(push),
+            Clock::System,
+        )
+        .with_settlement(heard.clone()),
+    );
+    let ctx = Context {
+        settles: Some(("push-2".into(), "target-2".into())),
+        ..Context::default()
+    };
+    assert_eq!(d.handle_with(&alert(8), &ctx).await, Outcome::Queued);
+    assert!(store.degraded());
+    assert_eq!(store.queue().local_len(), 1);
+    let (tx, rx) = tokio::sync::watch::channel(true);
+    d.clone().run_retries(rx).await;
+    drop(tx);
+    assert_eq!(store.queue().local_len(), 0);
+    let heard = heard.0.lock().unwrap().clone();
+    assert_eq!(
+        heard,
+        vec![(
+            ("push-2".to_owned(), "target-2".to_owned()),
+            "Lost".to_owned()
+        )]
+    );
+}

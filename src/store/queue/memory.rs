@@ -137,6 +137,7 @@ impl MemoryQueue {
     }
 
     /// Items waiting.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.lock().items.len()
     }

@@ -277,7 +277,19 @@ impl RetryQueue {
         }
     }
 
-    /// Items waiting in this replica's in-process queue.
+    /// Takes every item out of this replica's in-process queue, claimed or not: at the end
+    /// of a stop, what could not be handed to the shared queue, to be reported lost.
+    pub fn take_local(&self) -> Vec<Pending> {
+        self.memory
+            .drain_unclaimed(i64::MAX)
+            .into_iter()
+            .map(|(item, _)| item)
+            .collect()
+    }
+
+    /// Items waiting in this replica's in-process queue (the gauge reads
+    /// [`RetryQueue::stats`]).
+    #[cfg(test)]
     pub fn local_len(&self) -> usize {
         self.memory.len()
     }
