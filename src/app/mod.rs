@@ -267,7 +267,15 @@ impl App {
                 signers.clone(),
                 admission.clone(),
             )
-            .with_regions(regions.clone()),
+            .with_regions(regions.clone())
+            // Kept only where another replica could take a push over: a shared store.
+            .with_keeper(
+                cfg.store
+                    .queue_key
+                    .as_ref()
+                    .filter(|_| cfg.store.redis.is_some())
+                    .map(crate::store::queue::Sealer::new),
+            ),
         );
         Ok(Self {
             store,

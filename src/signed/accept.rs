@@ -118,7 +118,12 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<Accepted, ApiError> {
     // enrolled again with another key reads none of the old key's receipts.
     let by = known.recorded.clone();
     let began = Instant::now();
-    let begun = match s.begin(&push, &topic, &owner, &by, now).await {
+    // Kept beside the lease, sealed: whoever finds the lease lapsed can deliver the push.
+    let kept: Option<Arc<[u8]>> = s.seal_request(&id, &body).map(Arc::from);
+    let begun = match s
+        .begin(&push, &topic, &owner, &by, now, kept.as_deref())
+        .await
+    {
         Ok(b) => b,
         Err(e) => {
             // A reply that did not arrive is not a command that did not run: Redis may yet
@@ -126,7 +131,7 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<Accepted, ApiError> {
             // keeps the push and settles it in the background, so the client's retry (a
             // replay) finds it delivered or being delivered, never abandoned.
             let answer = with_id(unavailable(&e));
-            s.resolve_later(push, topic, owner, by, Vec::new());
+            s.resolve_later(push, topic, owner, by, Vec::new(), kept);
             return Err(answer);
         }
     };
@@ -163,7 +168,7 @@ async fn accept(s: &Arc<Signed>, req: Request) -> Result<Accepted, ApiError> {
     let r = tokio::spawn(async move {
         let (r, left) = deliver(&s2, &push, &topic, fresh, began, taken).await;
         if let Some(unrecorded) = left {
-            s2.resolve_later(push, topic, owner, by, unrecorded);
+            s2.resolve_later(push, topic, owner, by, unrecorded, kept);
         }
         r
     })

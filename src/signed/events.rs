@@ -140,7 +140,7 @@ async fn stream_events(
                     let Ok(Some(r)) = s.store().receipts().get(&id, now).await else {
                         continue;
                     };
-                    let r = abandonment.settle(s.store(), r, now).await;
+                    let r = s.recover(r, now).await;
                     abandoned_at = abandonment.deadline(&r);
                     if let Sent::Ended = send_from(&tx, &r, &mut last).await {
                         return;

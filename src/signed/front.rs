@@ -51,6 +51,9 @@ pub struct Signed {
     pub(super) admission: Arc<Admission>,
     /// Several regions: each signer's pushes and reads decided in its home region.
     pub(super) regions: Option<Arc<crate::region::Regions>>,
+    /// Seals the request kept beside a push's lease for a taker (the retry queue's key);
+    /// `None`: nothing is kept (no APNs credentials, so nothing to deliver).
+    pub(super) keeper: Option<Arc<crate::store::queue::Sealer>>,
 }
 
 impl Signed {
@@ -69,7 +72,15 @@ impl Signed {
             signers,
             admission,
             regions: None,
+            keeper: None,
         }
+    }
+
+    /// Keeps each push's request beside its lease, sealed by `keeper`, so a reader that
+    /// finds the lease lapsed can take the push over ([`super::takeover`]).
+    pub(crate) fn with_keeper(mut self, keeper: Option<crate::store::queue::Sealer>) -> Self {
+        self.keeper = keeper.map(Arc::new);
+        self
     }
 
     /// Decides each signer's pushes and reads in its home region (`RELAY_REGION`).

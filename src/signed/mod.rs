@@ -29,6 +29,7 @@ pub mod request;
 pub mod settle;
 pub mod sig;
 pub mod signers;
+mod takeover;
 
 use std::sync::Arc;
 

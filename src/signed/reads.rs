@@ -48,8 +48,9 @@ pub(super) async fn authenticate_read(
 
 /// Push `id`'s receipt, for the signer `by` (as [`receipt::recorded_signer`] writes it) that
 /// created it (404 when there is none, 403 when another signer, or the same key id under
-/// another key, created it), with abandoned targets settled.
-pub(super) async fn receipt_for(s: &Signed, by: &str, id: &str) -> Result<Receipt, ApiError> {
+/// another key, created it), with abandoned targets taken over or settled
+/// ([`Signed::recover`]).
+pub(super) async fn receipt_for(s: &Arc<Signed>, by: &str, id: &str) -> Result<Receipt, ApiError> {
     let now = s.now_ms();
     let r = s
         .store()
@@ -61,7 +62,7 @@ pub(super) async fn receipt_for(s: &Signed, by: &str, id: &str) -> Result<Receip
     if !receipt::same_signer(&r.signer, by) {
         return Err(ApiError::forbidden("another signer created this push").with_push(id));
     }
-    Ok(s.abandonment().settle(s.store(), r, now).await)
+    Ok(s.recover(r, now).await)
 }
 
 /// A read's admission and authentication: the source's bucket (429), then

@@ -29,7 +29,8 @@ use crate::store::{Store, StoreError};
 
 impl Signed {
     /// Begins `push`'s receipt with `owner` bidding for its lease (see
-    /// [`super::receipt::lifecycle::begin`]).
+    /// [`super::receipt::lifecycle::begin`]); a new receipt keeps `kept` (the sealed
+    /// request, [`Signed::seal_request`]) beside its lease for the staleness window.
     pub(super) async fn begin(
         &self,
         push: &SignedPush,
@@ -37,21 +38,31 @@ impl Signed {
         owner: &str,
         by: &str,
         now_ms: i64,
+        kept: Option<&[u8]>,
     ) -> Result<Begun, StoreError> {
         let claim = Claim {
             owner,
             lease_ms: self.settings.lease_ms,
         };
-        begin_receipt(
-            self.store(),
-            push,
+        let targets: Vec<String> = push.targets().iter().map(|t| t.receipt_key()).collect();
+        let new = NewReceipt {
+            push_id: push.request_id(),
+            hash: push.canonical_hash(),
+            signer: by,
             topic,
-            by,
-            &claim,
-            now_ms,
-            self.settings.receipt_ttl_ms,
-        )
-        .await
+            targets: &targets,
+            ttl_ms: self.settings.receipt_ttl_ms,
+            claim,
+            kept: kept.map(|k| (k, crate::policy::STALENESS_S as i64 * 1000)),
+        };
+        self.store().receipts().begin(&new, now_ms).await
+    }
+
+    /// The request's bytes sealed under the retry queue's key and bound to its push id, to
+    /// keep beside the push's lease; `None` when nothing is kept (no key).
+    pub(super) fn seal_request(&self, push_id: &str, body: &[u8]) -> Option<Vec<u8>> {
+        let keeper = self.keeper.as_ref()?;
+        Some(keeper.seal_bytes(&kept_aad(push_id), body.to_vec()))
     }
 
     /// Settles `push` in the background after a store reply was lost: the outcomes not
@@ -67,6 +78,7 @@ impl Signed {
         owner: String,
         by: String,
         unrecorded: Vec<Update>,
+        kept: Option<Arc<[u8]>>,
     ) {
         let Ok(place) = self.settling.clone().try_acquire_owned() else {
             tracing::warn!(
@@ -79,7 +91,9 @@ impl Signed {
         metrics::signed_resolution(Resolution::Started.as_str());
         let s = self.clone();
         tokio::spawn(async move {
-            let result = s.resolve(&push, &topic, &owner, &by, unrecorded).await;
+            let result = s
+                .resolve(&push, &topic, &owner, &by, unrecorded, kept.as_deref())
+                .await;
             metrics::signed_resolution(result.as_str());
             drop(place);
         });
@@ -92,6 +106,7 @@ impl Signed {
         owner: &str,
         by: &str,
         mut unrecorded: Vec<Update>,
+        kept: Option<&[u8]>,
     ) -> Resolution {
         let give_up = Instant::now() + Duration::from_secs(crate::policy::STALENESS_S);
         let mut pause = Duration::from_millis(100);
@@ -120,7 +135,7 @@ impl Signed {
                 }
             }
             let began = Instant::now();
-            let r = match self.begin(push, topic, owner, by, now).await {
+            let r = match self.begin(push, topic, owner, by, now, kept).await {
                 Err(_) => continue,
                 Ok(Begun::New(r))
                 | Ok(Begun::Replay {
@@ -138,6 +153,12 @@ impl Signed {
             }
         }
     }
+}
+
+/// What a kept request is bound to: its push id, under a label of its own (no queue item id
+/// can open it).
+pub(super) fn kept_aad(push_id: &str) -> Vec<u8> {
+    format!("signed-push/{push_id}").into_bytes()
 }
 
 /// Creates `push`'s receipt on `store` with `claim` bidding for its lease, or finds the one
@@ -162,6 +183,7 @@ pub(crate) async fn begin_receipt(
         targets: &targets,
         ttl_ms,
         claim: *claim,
+        kept: None,
     };
     store.receipts().begin(&new, now_ms).await
 }

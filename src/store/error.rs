@@ -62,6 +62,8 @@ pub enum StoreOp {
     ReceiptUpdate,
     /// A receipt read.
     ReceiptGet,
+    /// The sealed request kept beside a push's lease, read by a taker.
+    ReceiptKept,
     /// One signer read.
     SignerGet,
     /// A signer enrolled or updated.
@@ -93,6 +95,7 @@ impl StoreOp {
         StoreOp::ReceiptBegin,
         StoreOp::ReceiptUpdate,
         StoreOp::ReceiptGet,
+        StoreOp::ReceiptKept,
         StoreOp::SignerGet,
         StoreOp::SignerEnroll,
         StoreOp::SignerRevoke,
@@ -130,6 +133,7 @@ impl StoreOp {
             StoreOp::ReceiptBegin => "receipt_begin",
             StoreOp::ReceiptUpdate => "receipt_update",
             StoreOp::ReceiptGet => "receipt_get",
+            StoreOp::ReceiptKept => "receipt_kept",
             StoreOp::SignerGet => "signer_get",
             StoreOp::SignerEnroll => "signer_enroll",
             StoreOp::SignerRevoke => "signer_revoke",

@@ -407,6 +407,10 @@ pub struct NewReceipt<'a> {
     pub ttl_ms: i64,
     /// The bid for its lease.
     pub claim: Claim<'a>,
+    /// The request, sealed, kept beside the lease for whoever takes the push over, and for
+    /// how long, ms (the staleness window); `None` keeps nothing. Written only with a new
+    /// receipt.
+    pub kept: Option<(&'a [u8], i64)>,
 }
 
 /// Changes to a push's targets: what a lease holder, the retry queue or a reader settling
@@ -557,6 +561,7 @@ pub(crate) mod tests {
                 targets: &t,
                 ttl_ms: 10_000,
                 claim: *claim,
+                kept: None,
             };
             let begun = begin(self.0.as_mut().map(|(r, l)| (&*r, l)), &new, now);
             if let Begun::New(r) = &begun {

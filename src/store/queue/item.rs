@@ -264,13 +264,19 @@ impl Sealer {
 
     /// Nonce, then ciphertext and tag; the id is the associated data.
     pub fn seal(&self, item: &Pending) -> Vec<u8> {
+        let data = serde_json::to_vec(&item.encode()).expect("plain struct serializes");
+        self.seal_bytes(item.id.as_bytes(), data)
+    }
+
+    /// `data` sealed, bound to `aad` (whatever names it where it is kept): nonce, then
+    /// ciphertext and tag.
+    pub fn seal_bytes(&self, aad: &[u8], mut data: Vec<u8>) -> Vec<u8> {
         let mut nonce = [0u8; 12];
         let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce);
-        let mut data = serde_json::to_vec(&item.encode()).expect("plain struct serializes");
         self.key
             .seal_in_place_append_tag(
                 ring::aead::Nonce::assume_unique_for_key(nonce),
-                ring::aead::Aad::from(item.id.as_bytes()),
+                ring::aead::Aad::from(aad),
                 &mut data,
             )
             .expect("in-memory sealing cannot fail");
@@ -279,10 +285,9 @@ impl Sealer {
         out
     }
 
-    /// Opens a sealed item; `None` when it was sealed under another key, for another id,
-    /// or damaged, or holds a code this version does not know (counted as a
-    /// [`DecodeKind::Pending`]).
-    pub fn open(&self, id: &str, blob: &[u8]) -> Option<Pending> {
+    /// Inverse of [`Sealer::seal_bytes`]; `None` when sealed under another key, bound to
+    /// something else, or damaged.
+    pub fn open_bytes(&self, aad: &[u8], blob: &[u8]) -> Option<Vec<u8>> {
         if blob.len() < 12 {
             return None;
         }
@@ -291,9 +296,19 @@ impl Sealer {
         let nonce = ring::aead::Nonce::try_assume_unique_for_key(nonce).ok()?;
         let plain = self
             .key
-            .open_in_place(nonce, ring::aead::Aad::from(id.as_bytes()), &mut data)
-            .ok()?;
-        let stored: wire::Pending = serde_json::from_slice(plain).ok()?;
+            .open_in_place(nonce, ring::aead::Aad::from(aad), &mut data)
+            .ok()?
+            .len();
+        data.truncate(plain);
+        Some(data)
+    }
+
+    /// Opens a sealed item; `None` when it was sealed under another key, for another id,
+    /// or damaged, or holds a code this version does not know (counted as a
+    /// [`DecodeKind::Pending`]).
+    pub fn open(&self, id: &str, blob: &[u8]) -> Option<Pending> {
+        let plain = self.open_bytes(id.as_bytes(), blob)?;
+        let stored: wire::Pending = serde_json::from_slice(&plain).ok()?;
         let item = Pending::decode(stored);
         if item.is_none() {
             DecodeKind::Pending.count();

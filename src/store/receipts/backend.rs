@@ -24,6 +24,10 @@ pub trait ReceiptBackend: Send + Sync + std::fmt::Debug {
     /// A push's receipt, while kept.
     async fn get(&self, push_id: &str, now_ms: i64) -> StoreResult<Option<Receipt>>;
 
+    /// The sealed request kept beside the push's lease ([`NewReceipt::kept`]), until its
+    /// time passes.
+    async fn kept(&self, push_id: &str, now_ms: i64) -> StoreResult<Option<Vec<u8>>>;
+
     /// Forgets receipts past their TTL (the in-process backend; Redis expires keys itself).
     fn sweep(&self, _now_ms: i64) {}
 }

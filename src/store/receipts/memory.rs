@@ -18,6 +18,8 @@ struct Entry {
     receipt: Receipt,
     until_ms: i64,
     lease: Lease,
+    /// The sealed request and until when it is kept.
+    kept: Option<(Vec<u8>, i64)>,
 }
 
 /// Receipts in process memory, each until its TTL passes.
@@ -47,6 +49,7 @@ impl MemoryReceipts {
                     receipt: r.clone(),
                     until_ms: now_ms + new.ttl_ms,
                     lease: new.claim.lease(now_ms),
+                    kept: new.kept.map(|(b, ms)| (b.to_vec(), now_ms + ms)),
                 },
             );
         }
@@ -74,6 +77,15 @@ impl MemoryReceipts {
             .get(push_id)
             .filter(|e| now_ms < e.until_ms)
             .map(|e| e.receipt.clone())
+    }
+
+    /// The sealed request kept beside the lease, until its time passes.
+    pub fn kept(&self, push_id: &str, now_ms: i64) -> Option<Vec<u8>> {
+        self.lock()
+            .get(push_id)
+            .and_then(|e| e.kept.as_ref())
+            .filter(|(_, until)| now_ms < *until)
+            .map(|(b, _)| b.clone())
     }
 
     /// Forgets receipts past their TTL.
@@ -109,6 +121,10 @@ impl ReceiptBackend for InProcessReceipts {
         Ok(self.memory.get(push_id, now_ms))
     }
 
+    async fn kept(&self, push_id: &str, now_ms: i64) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self.memory.kept(push_id, now_ms))
+    }
+
     fn sweep(&self, now_ms: i64) {
         self.memory.sweep(now_ms);
     }
@@ -132,6 +148,7 @@ mod tests {
             targets: &t,
             ttl_ms: 100,
             claim,
+            kept: None,
         };
         assert!(matches!(m.begin(&new("h", A), 0), Begun::New(_)));
         assert!(m.get("p", 99).is_some());

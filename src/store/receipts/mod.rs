@@ -54,6 +54,12 @@ impl ReceiptStore {
             .await
     }
 
+    /// The sealed request kept beside a push's lease, for a taker (one GET).
+    pub async fn kept(&self, push_id: &str, now_ms: i64) -> StoreResult<Option<Vec<u8>>> {
+        self.call(StoreOp::ReceiptKept, |b| b.kept(push_id, now_ms))
+            .await
+    }
+
     /// Forgets in-process receipts past their TTL (called periodically).
     pub fn sweep(&self, now_ms: i64) {
         self.backend().sweep(now_ms);

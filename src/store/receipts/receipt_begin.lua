@@ -7,8 +7,10 @@
 --                                     x:<target> "<state>|<updated ms>|<detail JSON>",
 --                                     w lease "<owner token>|<until, Redis TIME ms>"
 -- KEYS[2]  <prefix>{r:<push id>}:ev   list: events "<seq>|<kind>|<at ms>|<target>|<state>"
+-- KEYS[3]  <prefix>{r:<push id>}:kept the request, sealed, for a taker of the lease
 -- ARGV     1 canonical hash  2 signer  3 topic  4 now_ms  5 ttl_ms  6 targets, comma-separated
---          7 owner token  8 lease ms
+--          7 owner token  8 lease ms  9 the sealed request (empty: none kept)  10 how long
+--          it is kept, ms
 -- Returns  {0} new (the caller builds the same receipt itself), {1, HGETALL, LRANGE, owned
 --          0/1} replay, {2} conflict
 local t = redis.call('TIME')
@@ -42,4 +44,7 @@ end
 redis.call('RPUSH', KEYS[2], '1|accepted|' .. now .. '||')
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('PEXPIRE', KEYS[2], ARGV[5])
+if ARGV[9] ~= '' and tonumber(ARGV[10]) > 0 then
+  redis.call('SET', KEYS[3], ARGV[9], 'PX', ARGV[10])
+end
 return {0}

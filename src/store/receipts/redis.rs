@@ -83,7 +83,7 @@ impl RedisReceipts {
 
     fn keys(&self, push_id: &str) -> Vec<String> {
         let k = format!("{}{{r:{push_id}}}", self.prefix);
-        vec![k.clone(), format!("{k}:ev")]
+        vec![k.clone(), format!("{k}:ev"), format!("{k}:kept")]
     }
 }
 
@@ -102,6 +102,10 @@ impl ReceiptBackend for RedisReceipts {
             new.targets.join(",").into(),
             new.claim.owner.into(),
             new.claim.lease_ms.into(),
+            new.kept.map_or(Value::Bytes(Default::default()), |(b, _)| {
+                Value::Bytes(bytes::Bytes::copy_from_slice(b))
+            }),
+            new.kept.map_or(0, |(_, ms)| ms).into(),
         ];
         let reply: Vec<Value> = run(&self.begin, &self.pool, self.keys(push_id), args)
             .await
@@ -169,5 +173,12 @@ impl ReceiptBackend for RedisReceipts {
         receipt(push_id, fields, events)
             .map(Some)
             .ok_or_else(|| bad("receipt_get.lua"))
+    }
+
+    /// One GET of `<prefix>{r:<push id>}:kept`, which Redis expires itself.
+    async fn kept(&self, push_id: &str, _now_ms: i64) -> StoreResult<Option<Vec<u8>>> {
+        let key = format!("{}{{r:{push_id}}}:kept", self.prefix);
+        let v: Option<bytes::Bytes> = self.pool.next().get(key).await.map_err(err)?;
+        Ok(v.map(|b| b.to_vec()))
     }
 }

@@ -22,6 +22,7 @@ fn new_receipt<'a>(
         targets,
         ttl_ms,
         claim: CLAIM,
+        kept: None,
     }
 }
 
@@ -140,6 +141,7 @@ fn redis_receipts_are_the_in_process_receipts() {
                         };
                         let new = NewReceipt {
                             claim,
+                            kept: None,
                             ..new_receipt(&id, &h, &t, ttl)
                         };
                         let a = mem.begin(&new, now);
@@ -216,6 +218,7 @@ async fn a_lapsed_lease_is_taken_over_by_redis_time() {
                 .begin(
                     &NewReceipt {
                         claim,
+                        kept: None,
                         ..new_receipt(&id, "sha256:x", &t, 600_000)
                     },
                     now,

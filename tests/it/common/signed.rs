@@ -140,6 +140,12 @@ impl SignedRelay {
     }
 }
 
+/// A receipt's name for a device: the first 16 hex of SHA-256 of its token.
+pub fn hash16(token: &str) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// One admin API call over a Unix socket.
 pub async fn admin_call(
     socket: &Path,

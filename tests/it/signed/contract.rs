@@ -344,11 +344,6 @@ async fn every_target_gets_its_own_state_and_the_retry_queue_settles_the_queued(
     assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
 }
 
-fn hash16(token: &str) -> String {
-    let d = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
-    d.as_ref()[..8].iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Signed reads, in SIGNED.md's order: the header (401, also for a push that does not
 /// exist), the signer (403), the signature (401), freshness (422), another signer (403),
 /// an unknown push (404).

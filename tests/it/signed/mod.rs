@@ -4,3 +4,4 @@ mod cli;
 mod contract;
 mod faults;
 mod replicas;
+mod takeover;
