@@ -164,3 +164,70 @@ async fn a_killed_replica_hands_no_fresh_frame_burst_on() {
         "{again} frames relayed after the kill (bound {bound})"
     );
 }
+
+/// A reply that did not arrive is not a command that did not run. Each mailbox write is sent
+/// while Redis is paused for writes (`CLIENT PAUSE 600 WRITE`, longer than the relay's
+/// 150 ms timeout), so its script runs after the relay answered 503; the client's retry of
+/// the same request is then answered as a retry of a write that was made (the claim is
+/// the bearer's: 204; the same bytes at the same seq: 204; the registration: 204) and the
+/// mailbox holds each write once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_mailbox_write_whose_reply_is_lost_is_safe_to_retry() {
+    let redis = RedisServer::start();
+    let h = one_on(
+        &redis.url(),
+        &[
+            ("RELAY_REDIS_TIMEOUT_MS", "150"),
+            ("RELAY_APPS", "chat:push=com.example.cronstable,signal"),
+        ],
+    )
+    .await;
+    // The script is loaded (a paused EVALSHA that finds no script would not run).
+    let warm = Mb::new(h.addr(), "chat", &mailbox_id(130), &bearer(130));
+    assert_eq!(warm.claim().await, 201);
+    let m = Mb::new(h.addr(), "chat", &mailbox_id(131), &bearer(131));
+    let paused = |what: &'static str| {
+        redis.cli(&["CLIENT", "PAUSE", "600", "WRITE"]);
+        what
+    };
+    let settle = || tokio::time::sleep(Duration::from_millis(800));
+
+    let what = paused("claim");
+    assert_eq!(m.claim().await, 503, "{what}");
+    settle().await;
+    assert_eq!(
+        m.claim().await,
+        204,
+        "the lost claim was made: the retry finds it"
+    );
+
+    let what = paused("put");
+    assert_eq!(m.put("p2c", 1, b"once").await.status, 503, "{what}");
+    settle().await;
+    let again = m.put("p2c", 1, b"once").await;
+    assert_eq!(
+        again.status, 204,
+        "the same bytes are there: {}",
+        again.body
+    );
+    let list = m.list("p2c", "").await;
+    assert_eq!(list.status, 200);
+    assert_eq!(list.json()["envelopes"].as_array().unwrap().len(), 1);
+
+    let reg = serde_json::json!({"service": "apns", "token": device(131), "environment": "production", "tag": "t"});
+    let what = paused("register");
+    assert_eq!(m.register("p2c", &reg).await.status, 503, "{what}");
+    settle().await;
+    assert_eq!(m.register("p2c", &reg).await.status, 204);
+
+    let what = paused("erase");
+    assert_eq!(m.erase().await, 503, "{what}");
+    settle().await;
+    assert_eq!(
+        m.list("p2c", "").await.status,
+        404,
+        "the lost erase was made"
+    );
+    // Erasing again: nothing is there (404), and nothing else changed.
+    assert_eq!(m.erase().await, 404);
+}

@@ -142,6 +142,37 @@ async fn a_revocation_whose_message_is_lost_holds_within_a_second() {
     println!("revocation with its message lost: effective on the caching replica after {took:?}");
 }
 
+/// A revocation made while every replica's pub/sub connection is cut (`CLIENT KILL TYPE
+/// pubsub` just before it, so its message reaches no subscriber) still holds on a replica
+/// that had the signer cached, within a second: pub/sub is a hint, the signer's record in
+/// the store is the truth (the cache reads it again once an entry is 0.9 s old, and the
+/// reconnect resyncs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_during_a_pubsub_cut_holds_within_a_second() {
+    let redis = RedisServer::start();
+    let (a, b) = two(&redis.url()).await;
+    let ops = Signer::new("ops");
+    a.enroll(&ops, &[TOPIC]).await;
+    let now = Clock::System.now_ms();
+    assert_eq!(
+        b.push(&ops.sign(ops.request(&rid(1), &[device(1)], now)))
+            .await
+            .status,
+        201
+    );
+    redis.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    let (status, _) = a
+        .admin_call(
+            "POST",
+            &format!("/admin/v1/signers/{}/revoke", ops.id),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (took, _) = until_revoked(&b, &ops, 2, Duration::from_secs(1), 10).await;
+    println!("revocation during a pub/sub cut: effective on the caching replica after {took:?}");
+}
+
 async fn stream_across(url: &str) {
     let (a, b) = two(url).await;
     let ops = Signer::new("ops");
