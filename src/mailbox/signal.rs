@@ -82,7 +82,8 @@ pub const CHECK: Duration = Duration::from_secs(1);
 /// relays at most this many frames its side's bucket may not hold, and a replica that dies
 /// loses at most this many of the side's spending.
 pub const SPEND_BATCH: u32 = 10;
-/// How long a frame waits at most to be spent from the store's bucket.
+/// How often a socket with frames not yet spent spends them (a frame waits at most about
+/// this long).
 pub const SPEND_EVERY: Duration = Duration::from_millis(100);
 /// Frames relayed and not yet spent while the store does not answer, after which the socket
 /// is closed (1011) rather than relay more on credit: one full bucket.
@@ -228,7 +229,6 @@ pub async fn upgrade(
             id: socket_id(),
             socket: socket_no,
             unspent: 0,
-            spend_at: None,
             peer: None,
         };
         s.serve(socket, events, signals).await;
@@ -249,8 +249,6 @@ struct Session {
     socket: u64,
     /// Frames relayed and not yet spent from the side's bucket in the store.
     unspent: u32,
-    /// When the unspent frames are spent at the latest.
-    spend_at: Option<tokio::time::Instant>,
     /// The other side's socket and when it was last heard from.
     peer: Option<([u8; 16], Instant)>,
 }
@@ -338,7 +336,6 @@ impl Session {
         let r = self.m.run(&self.name, &self.bearer, &op).await;
         if !matches!(r, Err(MailboxError::Unavailable)) {
             self.unspent = 0;
-            self.spend_at = None;
         }
         match r {
             Ok(Answer::Opened(g)) if g == self.generation => None,
@@ -350,10 +347,8 @@ impl Session {
             Err(MailboxError::Unavailable) if self.unspent >= UNSPENT_MAX => {
                 Some(End::Closed(Close::Internal))
             }
-            Err(MailboxError::Unavailable) => {
-                self.spend_at = Some(tokio::time::Instant::now() + SPEND_EVERY);
-                None
-            }
+            // Tried again at the next spend tick.
+            Err(MailboxError::Unavailable) => None,
             // Another generation of the claim, or none: the socket's mailbox is gone.
             Ok(_) | Err(_) => Some(End::Closed(Close::Policy)),
         }
@@ -374,6 +369,9 @@ impl Session {
         let mut resyncing = true;
         let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + BEAT, BEAT);
         let mut check = tokio::time::interval_at(tokio::time::Instant::now() + CHECK, CHECK);
+        let mut spend =
+            tokio::time::interval_at(tokio::time::Instant::now() + SPEND_EVERY, SPEND_EVERY);
+        spend.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut live = Liveness::new(self.m.settings.sockets.ping);
         let mut pings = live.pings();
         loop {
@@ -391,9 +389,6 @@ impl Session {
                             }
                         }
                         self.unspent += 1;
-                        if self.spend_at.is_none() {
-                            self.spend_at = Some(tokio::time::Instant::now() + SPEND_EVERY);
-                        }
                         if self.peer.is_some() {
                             metrics::signal_frame(true, data.len());
                             self.publish(Note::Frame { side: self.side, id: self.id, sent_us: self.m.clock.now_us(), data }).await;
@@ -418,7 +413,8 @@ impl Session {
                     }
                     Some(Err(_)) => return End::Left,
                 }},
-                _ = tokio::time::sleep_until(self.spend_at.unwrap_or_else(tokio::time::Instant::now)), if self.spend_at.is_some() => {
+                // One timer for the socket's life, not one per frame.
+                _ = spend.tick(), if self.unspent > 0 => {
                     if let Some(end) = self.spend().await {
                         return end;
                     }
