@@ -105,7 +105,7 @@ async fn burst(ws: &mut Ws, n: u32) -> u32 {
 
 /// The frame bucket is the side's, in the store, spent in batches: 300 frames relayed by a
 /// replica that is then killed (kill -9) are spent, so the side's next socket, on another
-/// replica, is closed with 1008 after what is left (100, what refilled, one batch), not a
+/// replica, is closed with 1008 after what is left (100, what refilled, a batch or two), not a
 /// fresh 400. (Before, the spending was written back only at close, and a kill lost it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_replica_hands_no_fresh_frame_burst_on() {
@@ -138,7 +138,8 @@ async fn a_killed_replica_hands_no_fresh_frame_burst_on() {
         );
         got += 1;
     }
-    // The last batch is spent within 100 ms of its first frame.
+    // Killed with its last batch (10 frames) perhaps not yet spent: a kill loses at most
+    // one batch.
     tokio::time::sleep(Duration::from_millis(300)).await;
     one.kill9();
     let started = Instant::now();
@@ -156,8 +157,9 @@ async fn a_killed_replica_hands_no_fresh_frame_burst_on() {
     {
         again += 1;
     }
-    // 100 left, 50 a second refilled since the burst began, one batch relayed on credit.
-    let bound = 100 + (started.elapsed().as_millis() as u64 + 1000) / 20 + 10;
+    // 100 left, 50 a second refilled since the burst began, the killed replica's last batch
+    // and one batch relayed on credit.
+    let bound = 100 + (started.elapsed().as_millis() as u64 + 1000) / 20 + 20;
     println!("{again} frames relayed by the next socket (bound {bound})");
     assert!(
         again <= bound,
