@@ -231,6 +231,7 @@ pub async fn upgrade(
             id: socket_id(),
             socket: socket_no,
             unspent: 0,
+            store_failing: false,
             peer: None,
         };
         s.serve(socket, events, signals).await;
@@ -251,6 +252,8 @@ struct Session {
     socket: u64,
     /// Frames relayed and not yet spent from the side's bucket in the store.
     unspent: u32,
+    /// The last spend found the store not answering: the next is the tick's.
+    store_failing: bool,
     /// The other side's socket and when it was last heard from.
     peer: Option<([u8; 16], Instant)>,
 }
@@ -336,7 +339,8 @@ impl Session {
             frames: self.unspent,
         };
         let r = self.m.run(&self.name, &self.bearer, &op).await;
-        if !matches!(r, Err(MailboxError::Unavailable)) {
+        self.store_failing = matches!(r, Err(MailboxError::Unavailable));
+        if !self.store_failing {
             self.unspent = 0;
         }
         match r {
@@ -384,8 +388,13 @@ impl Session {
                             return End::Closed(Close::TooBig);
                         }
                         // At most SPEND_BATCH frames relayed on credit: the bucket in the store
-                        // decides before more go.
-                        if self.unspent >= SPEND_BATCH {
+                        // decides before more go. While the store does not answer, the spend
+                        // tick tries again, not every frame (each try waits the timeout), up
+                        // to a bucket's worth of frames.
+                        if self.unspent >= UNSPENT_MAX {
+                            return End::Closed(Close::Internal);
+                        }
+                        if self.unspent >= SPEND_BATCH && !self.store_failing {
                             if let Some(end) = self.spend().await {
                                 return end;
                             }
