@@ -153,6 +153,7 @@ impl SignedStorePart {
             &claim,
             now_ms,
             self.ttl_ms,
+            None,
         )
         .await;
         match begun {

@@ -44,18 +44,17 @@ impl Signed {
             owner,
             lease_ms: self.settings.lease_ms,
         };
-        let targets: Vec<String> = push.targets().iter().map(|t| t.receipt_key()).collect();
-        let new = NewReceipt {
-            push_id: push.request_id(),
-            hash: push.canonical_hash(),
-            signer: by,
+        begin_receipt(
+            self.store(),
+            push,
             topic,
-            targets: &targets,
-            ttl_ms: self.settings.receipt_ttl_ms,
-            claim,
-            kept: kept.map(|k| (k, crate::policy::STALENESS_S as i64 * 1000)),
-        };
-        self.store().receipts().begin(&new, now_ms).await
+            by,
+            &claim,
+            now_ms,
+            self.settings.receipt_ttl_ms,
+            kept.map(|k| (k, crate::policy::STALENESS_S as i64 * 1000)),
+        )
+        .await
     }
 
     /// The request's bytes sealed under the retry queue's key and bound to its push id, to
@@ -163,8 +162,10 @@ pub(super) fn kept_aad(push_id: &str) -> Vec<u8> {
 
 /// Creates `push`'s receipt on `store` with `claim` bidding for its lease, or finds the one
 /// its id has: the one store call that begins a signed push (the benchmark's store part
-/// makes the same call). `by` is the signer as the receipt records it
-/// ([`receipt::recorded_signer`]).
+/// makes the same call, keeping no request). `by` is the signer as the receipt records it
+/// ([`receipt::recorded_signer`]); `kept` is the sealed request and how long it is kept
+/// ([`NewReceipt::kept`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn begin_receipt(
     store: &Store,
     push: &SignedPush,
@@ -173,6 +174,7 @@ pub(crate) async fn begin_receipt(
     claim: &Claim<'_>,
     now_ms: i64,
     ttl_ms: i64,
+    kept: Option<(&[u8], i64)>,
 ) -> Result<Begun, StoreError> {
     let targets: Vec<String> = push.targets().iter().map(|t| t.receipt_key()).collect();
     let new = NewReceipt {
@@ -183,7 +185,7 @@ pub(crate) async fn begin_receipt(
         targets: &targets,
         ttl_ms,
         claim: *claim,
-        kept: None,
+        kept,
     };
     store.receipts().begin(&new, now_ms).await
 }

@@ -123,6 +123,37 @@ fn core(store: Arc<Store>, push: Arc<Scripted>, clock: &Clock, lease_ms: i64) ->
     ))
 }
 
+/// A store on the real Redis at `url`, keys under `prefix`, its shared queue sealed under
+/// `key`, degrading to process memory when Redis fails (as a replica does).
+fn redis_store(url: String, prefix: &str, key: &QueueKey) -> Store {
+    use crate::store::connection::{RedisSettings, RedisStore};
+    use crate::store::fanout::Fanout;
+    use crate::store::queue::{RedisQueue, Sealer};
+    use crate::store::RedisFailure;
+    let s = RedisSettings {
+        url,
+        prefix: prefix.into(),
+        pool_size: 1,
+        timeout: Duration::from_millis(300),
+    };
+    let redis = RedisStore::connect(&s, Policy::defaults()).unwrap();
+    let queue = RedisQueue::new(redis.pool().clone(), prefix, Sealer::new(key));
+    Store::redis(
+        redis,
+        Some(queue),
+        Fanout::memory(),
+        Policy::defaults(),
+        RedisFailure::Degrade,
+    )
+}
+
+/// Waits until every store in `stores` is connected.
+async fn until_ready(stores: &[&Store]) {
+    while !stores.iter().all(|s| s.ready()) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// After an environment fallback that failed transiently, the queued item names the
 /// environment the attempt ended on, so the retry never goes back to the one that
 /// rejected the token.
@@ -245,35 +276,11 @@ async fn an_item_past_its_window_expires_unsent() {
 /// where another replica can claim them.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_worker_hands_its_local_queue_to_redis_when_it_stops() {
-    use crate::store::connection::{RedisSettings, RedisStore};
-    use crate::store::fanout::Fanout;
-    use crate::store::queue::RedisQueue;
-    use crate::store::queue::Sealer;
-    use crate::store::RedisFailure;
     let mut server = sealrelay_testkit::redis::RedisServer::start();
     let key = QueueKey::derive(b"shutdown hand-over");
-    let build = || {
-        let s = RedisSettings {
-            url: server.url(),
-            prefix: "stop:".into(),
-            pool_size: 1,
-            timeout: Duration::from_millis(300),
-        };
-        let redis = RedisStore::connect(&s, Policy::defaults()).unwrap();
-        let queue = RedisQueue::new(redis.pool().clone(), "stop:", Sealer::new(&key));
-        Store::redis(
-            redis,
-            Some(queue),
-            Fanout::memory(),
-            Policy::defaults(),
-            RedisFailure::Degrade,
-        )
-    };
-    let store = Arc::new(build());
-    let other = build();
-    while !(store.ready() && other.ready()) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let store = Arc::new(redis_store(server.url(), "stop:", &key));
+    let other = redis_store(server.url(), "stop:", &key);
+    until_ready(&[&store, &other]).await;
     server.stop();
     let clock = Clock::System;
     let push = Scripted::new(vec![step(
@@ -335,31 +342,11 @@ impl Settlement for Heard {
 /// push's receipt stayed `queued` until its TTL.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_refusal_whose_ack_reply_is_lost_is_still_reported() {
-    use crate::store::connection::{RedisSettings, RedisStore};
-    use crate::store::fanout::Fanout;
-    use crate::store::queue::{RedisQueue, Sealer};
-    use crate::store::RedisFailure;
     use Environment::Production as P;
     let server = sealrelay_testkit::redis::RedisServer::start();
     let key = QueueKey::derive(b"lost ack");
-    let s = RedisSettings {
-        url: server.url(),
-        prefix: "ack:".into(),
-        pool_size: 1,
-        timeout: Duration::from_millis(300),
-    };
-    let redis = RedisStore::connect(&s, Policy::defaults()).unwrap();
-    let queue = RedisQueue::new(redis.pool().clone(), "ack:", Sealer::new(&key));
-    let store = Arc::new(Store::redis(
-        redis,
-        Some(queue),
-        Fanout::memory(),
-        Policy::defaults(),
-        RedisFailure::Degrade,
-    ));
-    while !store.ready() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let store = Arc::new(redis_store(server.url(), "ack:", &key));
+    until_ready(&[&store]).await;
     let clock = Clock::manual(T0);
     let push = Scripted::new(vec![
         // A first item, queued and delivered: its ack loads the script on the server.
@@ -426,30 +413,10 @@ async fn a_refusal_whose_ack_reply_is_lost_is_still_reported() {
 /// `relay_stopped`, where the store takes the report) instead of waiting for it forever.
 #[tokio::test(flavor = "multi_thread")]
 async fn items_left_in_process_at_stop_are_reported_lost() {
-    use crate::store::connection::{RedisSettings, RedisStore};
-    use crate::store::fanout::Fanout;
-    use crate::store::queue::{RedisQueue, Sealer};
-    use crate::store::RedisFailure;
     let mut server = sealrelay_testkit::redis::RedisServer::start();
     let key = QueueKey::derive(b"lost at stop");
-    let s = RedisSettings {
-        url: server.url(),
-        prefix: "lost:".into(),
-        pool_size: 1,
-        timeout: Duration::from_millis(300),
-    };
-    let redis = RedisStore::connect(&s, Policy::defaults()).unwrap();
-    let queue = RedisQueue::new(redis.pool().clone(), "lost:", Sealer::new(&key));
-    let store = Arc::new(Store::redis(
-        redis,
-        Some(queue),
-        Fanout::memory(),
-        Policy::defaults(),
-        RedisFailure::Degrade,
-    ));
-    while !store.ready() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let store = Arc::new(redis_store(server.url(), "lost:", &key));
+    until_ready(&[&store]).await;
     server.stop();
     let push = Scripted::new(vec![step(
         Environment::Production,

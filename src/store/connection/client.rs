@@ -215,10 +215,12 @@ pub(crate) fn err(e: fred::error::Error) -> StoreError {
 /// the rest arrive, which `MIGRATE` does in milliseconds per batch.
 const SPLIT_SLOT_WAIT: Duration = Duration::from_secs(1);
 
-/// Runs `script` on a connection of `pool` (loading it on a node that lacks it), trying
-/// again while its keys' slot is split by a reshard (`TRYAGAIN`, 5 ms doubling to 100 ms,
-/// for at most [`SPLIT_SLOT_WAIT`]): the server refuses such a command before it runs, so
-/// sending it again cannot apply it twice. `MOVED` and `ASK` the client follows itself.
+/// Runs `script` on a connection of `pool`, loading it once where a node lacks it
+/// (`NOSCRIPT`, after a restart or a failover), and trying again while its keys' slot is
+/// split by a reshard (`TRYAGAIN`, 5 ms doubling to 100 ms, for at most
+/// [`SPLIT_SLOT_WAIT`]): the server refuses both before the script runs, so sending it
+/// again cannot apply it twice. `MOVED` and `ASK` the client follows itself. (One copy of
+/// the keys and arguments per attempt, as fred's `evalsha_with_reload` makes.)
 pub(crate) async fn run<R: FromValue>(
     script: &Script,
     pool: &Pool,
@@ -226,13 +228,20 @@ pub(crate) async fn run<R: FromValue>(
     args: Vec<Value>,
 ) -> Result<R, fred::error::Error> {
     let keys = keys.into();
+    let args = Value::Array(args);
     let deadline = std::time::Instant::now() + SPLIT_SLOT_WAIT;
     let mut pause = Duration::from_millis(5);
+    let mut loaded = false;
     loop {
-        let r = script
-            .evalsha_with_reload(pool.next(), keys.clone(), args.clone())
+        let client = pool.next();
+        let r = client
+            .evalsha(script.sha1().clone(), keys.clone(), args.clone())
             .await;
         match r {
+            Err(e) if !loaded && e.details().starts_with("NOSCRIPT") => {
+                script.load(client).await?;
+                loaded = true;
+            }
             Err(e)
                 if e.details().starts_with("TRYAGAIN")
                     && std::time::Instant::now() + pause < deadline =>

@@ -242,6 +242,18 @@ impl Harness {
     }
 }
 
+/// The sum of a counter family's series (every label set) in a `/metrics` text.
+pub fn counter_sum(metrics: &str, family: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| {
+            l.strip_prefix(family)
+                .is_some_and(|rest| rest.starts_with(['{', ' ']))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 pub async fn request(
     client: &Client<HttpConnector, Full<Bytes>>,
     method: &str,

@@ -79,14 +79,7 @@ impl RelayProcess {
 
     /// The sum of a counter's series on the admin listener's `/metrics` (every label set).
     pub fn counter_sum(&self, family: &str) -> f64 {
-        self.admin_get("/metrics")
-            .lines()
-            .filter(|l| {
-                l.strip_prefix(family)
-                    .is_some_and(|rest| rest.starts_with(['{', ' ']))
-            })
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
+        super::counter_sum(&self.admin_get("/metrics"), family)
     }
 
     /// A GET on the admin listener: the whole answer, status line to body ("" when it

@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crate::common::mailbox::*;
+use crate::common::process::RelayProcess;
 use crate::common::*;
 use futures_util::StreamExt;
 use serde_json::json;
@@ -134,12 +135,8 @@ async fn two_replicas_on_a_cluster() {
     }
 }
 
-/// A replica that dies while a side is connected leaves that side marked present no
-/// longer than the peer timeout: the other side, on a surviving replica, gets `peer 0`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_replica_leaves_no_side_present() {
-    use crate::common::process::RelayProcess;
-    let redis = RedisServer::start();
+/// Two relay processes on `redis` serving the `chat` app's signal rendezvous (a dry run).
+pub(super) fn two_signal_processes(redis: &RedisServer) -> (RelayProcess, RelayProcess) {
     let vars: Vec<(String, String)> = [
         ("REDIS_URL", redis.url()),
         ("RELAY_APPS", "chat:signal".to_owned()),
@@ -148,11 +145,22 @@ async fn a_killed_replica_leaves_no_side_present() {
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
-    let one = tokio::task::block_in_place(|| RelayProcess::spawn(&vars));
-    let mut two = tokio::task::block_in_place(|| RelayProcess::spawn(&vars));
-    let addr = |p: &RelayProcess| format!("127.0.0.1:{}", p.port).parse().unwrap();
-    let m1 = Mb::new(addr(&one), "chat", &mailbox_id(7), &bearer(7));
-    let m2 = m1.at(addr(&two));
+    tokio::task::block_in_place(|| (RelayProcess::spawn(&vars), RelayProcess::spawn(&vars)))
+}
+
+/// A relay process's public listener.
+pub(super) fn public_addr(p: &RelayProcess) -> std::net::SocketAddr {
+    format!("127.0.0.1:{}", p.port).parse().unwrap()
+}
+
+/// A replica that dies while a side is connected leaves that side marked present no
+/// longer than the peer timeout: the other side, on a surviving replica, gets `peer 0`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replica_leaves_no_side_present() {
+    let redis = RedisServer::start();
+    let (one, mut two) = two_signal_processes(&redis);
+    let m1 = Mb::new(public_addr(&one), "chat", &mailbox_id(7), &bearer(7));
+    let m2 = m1.at(public_addr(&two));
     assert_eq!(m1.claim().await, 201);
     let mut c = m1.socket("/signal/companion", true).await.unwrap().0;
     let mut p = m2.socket("/signal/primary", true).await.unwrap().0;

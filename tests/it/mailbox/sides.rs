@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::replicas::{one_on, two_clocks};
+use super::replicas::{one_on, public_addr, two_clocks, two_signal_processes};
 use crate::common::mailbox::*;
 use crate::common::*;
 use sealrelay::clock::Clock;
@@ -109,21 +109,10 @@ async fn burst(ws: &mut Ws, n: u32) -> u32 {
 /// fresh 400. (Before, the spending was written back only at close, and a kill lost it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_replica_hands_no_fresh_frame_burst_on() {
-    use crate::common::process::RelayProcess;
     let redis = RedisServer::start();
-    let vars: Vec<(String, String)> = [
-        ("REDIS_URL", redis.url()),
-        ("RELAY_APPS", "chat:signal".to_owned()),
-        ("RELAY_DRY_RUN", "true".to_owned()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
-    let mut one = tokio::task::block_in_place(|| RelayProcess::spawn(&vars));
-    let two = tokio::task::block_in_place(|| RelayProcess::spawn(&vars));
-    let addr = |p: &RelayProcess| format!("127.0.0.1:{}", p.port).parse().unwrap();
-    let m1 = Mb::new(addr(&one), "chat", &mailbox_id(122), &bearer(122));
-    let m2 = m1.at(addr(&two));
+    let (mut one, two) = two_signal_processes(&redis);
+    let m1 = Mb::new(public_addr(&one), "chat", &mailbox_id(122), &bearer(122));
+    let m2 = m1.at(public_addr(&two));
     assert_eq!(m1.claim().await, 201);
     let mut c = m2.socket("/signal/companion", true).await.unwrap().0;
     let mut p = m1.socket("/signal/primary", true).await.unwrap().0;

@@ -119,12 +119,9 @@ async fn revocation_holds_on_every_replica_within_a_second_on_a_cluster() {
     revocation_and_replay(&cluster.url()).await;
 }
 
-/// A revocation whose pub/sub message never arrives (written straight into the signer's
-/// record, as if the PUBLISH had been lost) still holds on a replica that had the signer
-/// cached: its cache reads the record again once an entry is 0.9 s old.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_revocation_whose_message_is_lost_holds_within_a_second() {
-    let redis = RedisServer::start();
+/// Two replicas on `redis`; signer `ops` enrolled on A and cached on B (a push through B at
+/// the returned instant took it).
+async fn enrolled_on_a_cached_on_b(redis: &RedisServer) -> (SignedRelay, SignedRelay, Signer, i64) {
     let (a, b) = two(&redis.url()).await;
     let ops = Signer::new("ops");
     a.enroll(&ops, &[TOPIC]).await;
@@ -135,6 +132,16 @@ async fn a_revocation_whose_message_is_lost_holds_within_a_second() {
             .status,
         201
     );
+    (a, b, ops, now)
+}
+
+/// A revocation whose pub/sub message never arrives (written straight into the signer's
+/// record, as if the PUBLISH had been lost) still holds on a replica that had the signer
+/// cached: its cache reads the record again once an entry is 0.9 s old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_whose_message_is_lost_holds_within_a_second() {
+    let redis = RedisServer::start();
+    let (_a, b, ops, now) = enrolled_on_a_cached_on_b(&redis).await;
     let record = format!("sealrelay:{{signers}}:{}", ops.id);
     assert_eq!(redis.cli(&["HEXISTS", &record, "r"]).trim(), "0");
     redis.cli(&["HSET", &record, "r", &now.to_string()]);
@@ -150,16 +157,7 @@ async fn a_revocation_whose_message_is_lost_holds_within_a_second() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revocation_during_a_pubsub_cut_holds_within_a_second() {
     let redis = RedisServer::start();
-    let (a, b) = two(&redis.url()).await;
-    let ops = Signer::new("ops");
-    a.enroll(&ops, &[TOPIC]).await;
-    let now = Clock::System.now_ms();
-    assert_eq!(
-        b.push(&ops.sign(ops.request(&rid(1), &[device(1)], now)))
-            .await
-            .status,
-        201
-    );
+    let (a, b, ops, _now) = enrolled_on_a_cached_on_b(&redis).await;
     redis.cli(&["CLIENT", "KILL", "TYPE", "pubsub"]);
     let (status, _) = a
         .admin_call(
@@ -254,20 +252,6 @@ async fn a_stream_on_one_replica_sees_events_from_another_on_a_cluster() {
     stream_across(&cluster.url()).await;
 }
 
-/// The sum of a counter family's series in a replica's `/metrics`.
-async fn counter_sum(r: &SignedRelay, family: &str) -> f64 {
-    r.h.admin("/metrics")
-        .await
-        .body
-        .lines()
-        .filter(|l| {
-            l.strip_prefix(family)
-                .is_some_and(|rest| rest.starts_with(['{', ' ']))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// A live reshard under signed traffic on a real Cluster: every slot holding a key (the
 /// signer, devices, receipts, the retry queue's shards) moves to another master, 300 ms
 /// half-way each, while replica A takes a push every 30 ms (every third one's first APNs
@@ -341,7 +325,10 @@ async fn a_reshard_under_signed_traffic_costs_no_error() {
     println!("{pushes} signed pushes during the reshard");
     for r in [&a, &b] {
         assert_eq!(
-            counter_sum(r, "sealrelay_store_errors_total").await,
+            counter_sum(
+                &r.h.admin("/metrics").await.body,
+                "sealrelay_store_errors_total"
+            ),
             0.0,
             "store errors during the reshard"
         );
