@@ -17,13 +17,13 @@ use tokio::time::Instant;
 
 use super::handle::{from_stored_priority, Attempt, Delivery, Sender};
 use super::outcome::Outcome;
-use super::settlement::Ending;
+use super::settlement::{Ending, Reference};
 use crate::device::DeviceToken;
 use crate::metrics;
 use crate::push::{Kind, Notification, Payload, VerdictClass};
 use crate::secret::Secret;
 use crate::store::queue::{backoff_ms, random_u32, Fenced, Pending};
-use crate::store::{AlertKey, Lease, Mark};
+use crate::store::{AlertKey, Batch, Lease, Mark};
 
 /// What one retry attempt came to, as labelled in `sealrelay_retry_attempts_total{result}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,14 +116,20 @@ impl Delivery {
             }
             let free = slots.available_permits().min(BATCH);
             let now = self.clock.now_ms();
-            let leases = if free == 0 {
-                Vec::new()
+            let Batch { leases, set_aside } = if free == 0 {
+                Batch::default()
             } else {
                 self.store
                     .queue()
                     .claim(now, now + self.settings.retry_lease_ms, free)
                     .await
             };
+            // Set aside unopened (sealed under another key): taken out, and the front-end
+            // told from the reference kept beside the item.
+            for u in &set_aside {
+                self.report_to(&u.settles, Ending::SetAside, u.expires_ms)
+                    .await;
+            }
             let idle = leases.is_empty();
             for lease in leases {
                 let Ok(permit) = slots.clone().try_acquire_owned() else {
@@ -310,8 +316,15 @@ impl Delivery {
 
     /// Tells the front-end that asked for this delivery how it ended, if one did.
     async fn report(&self, item: &Pending, ending: Ending<'_>) {
-        if let (Some(settlement), Some(reference)) = (&self.settlement, &item.settles) {
-            settlement.ended(reference, ending, item.expires_ms()).await;
+        if let Some(reference) = &item.settles {
+            self.report_to(reference, ending, item.expires_ms()).await;
+        }
+    }
+
+    /// Tells the front-end that asked to hear of `reference` how it ended.
+    async fn report_to(&self, reference: &Reference, ending: Ending<'_>, deadline_ms: i64) {
+        if let Some(settlement) = &self.settlement {
+            settlement.ended(reference, ending, deadline_ms).await;
         }
     }
 }

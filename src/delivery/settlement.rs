@@ -19,8 +19,8 @@ pub enum Ending<'a> {
     Outcome(&'a Outcome),
     /// The staleness window closed before it could be sent.
     Expired,
-    /// The item could not be sent as stored (a device token this version cannot read), and
-    /// was taken out of the queue.
+    /// The item could not be sent as stored (a device token this version cannot read, or
+    /// sealed under another queue key), and was taken out of the queue.
     SetAside,
     /// The replica stopped with the item in its in-process queue (Redis was failing, so it
     /// could not be handed on): it is lost with the replica.

@@ -5,11 +5,13 @@
 //! hands the target to the retry queue as `queued`). A target still `accepted` long after
 //! that was being delivered by a replica that stopped, or lost the store, before recording
 //! what happened, and nobody took the push over since (a replay that finds the push's lease
-//! lapsed takes it over and delivers; a reader cannot, as the store keeps no ciphertext
-//! beside a receipt). Without this the receipt would stay `pending` until its TTL.
+//! lapsed takes it over and delivers, and so does a signed read or an event stream while the
+//! request is kept beside the lease: [`super::takeover`]). Without this the receipt would
+//! stay `pending` until its TTL.
 //!
-//! Whoever reads such a receipt (a signed read, an event stream, the admin API, a replay
-//! that finds nothing left to take over) settles those targets as `failed` with the reason `relay_interrupted`: the relay does
+//! Whoever reads such a receipt and cannot take it over (the admin API, a reader past the
+//! staleness window or with nothing kept, a replay that finds nothing left to take over)
+//! settles those targets as `failed` with the reason `relay_interrupted`: the relay does
 //! not know whether APNs took the notification, and says so rather than resend (a resend
 //! could page twice). The change goes through the store's state machine, so it applies only
 //! while the target is still `accepted`, and the one outcome the original replica might

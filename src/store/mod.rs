@@ -48,7 +48,7 @@ use crate::policy::Policy;
 pub use error::{DecodeKind, StoreError, StoreOp};
 pub use link::RedisFailure;
 pub use policy::{Admission, AlertKey, Mark};
-pub use queue::Lease;
+pub use queue::{Batch, Lease};
 
 /// The store's settings.
 #[derive(Debug, Clone)]

@@ -171,7 +171,7 @@ async fn a_retry_goes_to_the_environment_the_last_attempt_ended_on() {
     assert_eq!(d.handle(&alert(1)).await, Outcome::Queued);
     clock.advance_ms(1_000);
     let now = clock.now_ms();
-    let mut leases = store.queue().claim(now, now + 30_000, 10).await;
+    let mut leases = store.queue().claim(now, now + 30_000, 10).await.leases;
     assert_eq!(leases.len(), 1);
     assert_eq!(leases[0].claimed.item.env, Environment::Sandbox);
     d.retry(leases.remove(0)).await;
@@ -198,7 +198,12 @@ async fn one_deadline_bounds_a_retry_attempt_across_both_environments() {
     assert_eq!(d.handle(&alert(2)).await, Outcome::Queued);
     clock.advance_ms(1_000);
     let now = clock.now_ms();
-    let lease = store.queue().claim(now, now + lease_ms, 10).await.remove(0);
+    let lease = store
+        .queue()
+        .claim(now, now + lease_ms, 10)
+        .await
+        .leases
+        .remove(0);
     let started = tokio::time::Instant::now();
     d.retry(lease).await;
     let took = started.elapsed();
@@ -210,7 +215,11 @@ async fn one_deadline_bounds_a_retry_attempt_across_both_environments() {
     assert_eq!(push.calls(), vec![P, P, S]);
     // Rescheduled for later, with the environment it ended on and two attempts counted.
     let now = clock.now_ms();
-    let again = store.queue().claim(now + 120_000, now + 200_000, 10).await;
+    let again = store
+        .queue()
+        .claim(now + 120_000, now + 200_000, 10)
+        .await
+        .leases;
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].claimed.item.attempts, 2);
     assert_eq!(again[0].claimed.item.env, Environment::Sandbox);
@@ -232,11 +241,21 @@ async fn a_stale_claim_settles_nothing() {
     assert_eq!(d.handle(&a).await, Outcome::Queued);
     clock.advance_ms(1_000);
     let now = clock.now_ms();
-    let stale = store.queue().claim(now, now + 30_000, 10).await.remove(0);
+    let stale = store
+        .queue()
+        .claim(now, now + 30_000, 10)
+        .await
+        .leases
+        .remove(0);
     // Its lease runs out; another worker claims the item.
     clock.advance_ms(30_000);
     let now = clock.now_ms();
-    let current = store.queue().claim(now, now + 30_000, 10).await.remove(0);
+    let current = store
+        .queue()
+        .claim(now, now + 30_000, 10)
+        .await
+        .leases
+        .remove(0);
     assert_ne!(stale.claimed.fence, current.claimed.fence);
     // The stale claimer's attempt is refused for good: it must not roll back or delete.
     d.retry(stale).await;
@@ -264,7 +283,12 @@ async fn an_item_past_its_window_expires_unsent() {
     assert_eq!(d.handle(&a).await, Outcome::Queued);
     clock.advance_ms(601_000);
     let now = clock.now_ms();
-    let lease = store.queue().claim(now, now + 30_000, 10).await.remove(0);
+    let lease = store
+        .queue()
+        .claim(now, now + 30_000, 10)
+        .await
+        .leases
+        .remove(0);
     d.retry(lease).await;
     assert_eq!(push.calls().len(), 1, "never sent late");
     assert_eq!(store.queue().local_len(), 0);
@@ -310,7 +334,8 @@ async fn the_worker_hands_its_local_queue_to_redis_when_it_stops() {
             other
                 .queue()
                 .claim(clock.now_ms() + 120_000, clock.now_ms() + 200_000, 10)
-                .await,
+                .await
+                .leases,
         );
     }
     assert_eq!(found.len(), 1);
@@ -375,7 +400,7 @@ async fn a_refusal_whose_ack_reply_is_lost_is_still_reported() {
         async move {
             let mut leases = Vec::new();
             for _ in 0..crate::store::queue::redis::SHARDS {
-                leases.extend(store.queue().claim(at, at + 30_000, 10).await);
+                leases.extend(store.queue().claim(at, at + 30_000, 10).await.leases);
             }
             leases
         }
@@ -451,5 +476,167 @@ async fn items_left_in_process_at_stop_are_reported_lost() {
             ("push-2".to_owned(), "target-2".to_owned()),
             "Lost".to_owned()
         )]
+    );
+}
+
+/// An item sealed under another queue key (a replica with another `RELAY_QUEUE_KEY`, or a
+/// rotated one) cannot be opened, so it is set aside unsent; its front-end still hears so,
+/// from the reference kept in the clear beside it, instead of its receipt target staying
+/// `queued` until the receipt's TTL.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_item_that_cannot_be_opened_is_still_reported() {
+    let server = sealrelay_testkit::redis::RedisServer::start();
+    let writer = Arc::new(redis_store(
+        server.url(),
+        "aside:",
+        &QueueKey::derive(b"old key"),
+    ));
+    let reader = Arc::new(redis_store(
+        server.url(),
+        "aside:",
+        &QueueKey::derive(b"new key"),
+    ));
+    until_ready(&[&writer, &reader]).await;
+    let clock = Clock::manual(T0);
+    let busy = Scripted::new(vec![step(
+        Environment::Production,
+        0,
+        Some((503, "ServiceUnavailable")),
+    )]);
+    let first = core(writer.clone(), busy, &clock, 30_000);
+    let ctx = Context {
+        settles: Some(("push-3".into(), "target-3".into())),
+        ..Context::default()
+    };
+    assert_eq!(first.handle_with(&alert(9), &ctx).await, Outcome::Queued);
+
+    // Another replica, another key, two minutes on: nothing it may send.
+    let never = Scripted::new(Vec::new());
+    let heard = Arc::new(Heard::default());
+    let later = Clock::manual(T0 + 120_000);
+    let d = Arc::new(
+        Delivery::new(
+            settings(30_000),
+            reader.clone(),
+            Sender::Push(never.clone()),
+            later,
+        )
+        .with_settlement(heard.clone()),
+    );
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let worker = tokio::spawn(d.clone().run_retries(rx));
+    // One poll per shard at most (100 ms each) finds it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while heard.0.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tx.send(true).unwrap();
+    worker.await.unwrap();
+    assert!(never.calls().is_empty(), "nothing sent");
+    let heard = heard.0.lock().unwrap().clone();
+    assert_eq!(
+        heard,
+        vec![(
+            ("push-3".to_owned(), "target-3".to_owned()),
+            "SetAside".to_owned()
+        )]
+    );
+    let aside = server.cli(&["--scan", "--pattern", "aside:{q*}:aside"]);
+    assert!(!aside.trim().is_empty(), "kept aside for the operator");
+}
+
+/// A queue put whose reply is lost (`CLIENT PAUSE ... WRITE` while it is sent) is not a
+/// put that did not run: the item lands in the shared queue when the pause ends, while the
+/// replica that gave up on the reply has kept it in process too. The notification is still
+/// delivered once: the copy kept in process waits, and goes when Redis answers and holds
+/// the item. (Before, the replica delivered its copy while Redis was paused, and another
+/// replica delivered the shared one: twice.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queue_put_whose_reply_is_lost_delivers_once() {
+    use crate::policy::{Ticket, TicketKind};
+    use crate::store::queue::Pending;
+    use Environment::Production as P;
+    let server = sealrelay_testkit::redis::RedisServer::start();
+    let key = QueueKey::derive(b"lost put");
+    let a = Arc::new(redis_store(server.url(), "lostput:", &key));
+    let b = Arc::new(redis_store(server.url(), "lostput:", &key));
+    until_ready(&[&a, &b]).await;
+    // The put script loaded beforehand, so the paused call is the put itself.
+    server.cli(&[
+        "SCRIPT",
+        "LOAD",
+        include_str!("../../store/queue/queue_put.lua"),
+    ]);
+    let answers = || Scripted::new((0..4).map(|_| step(P, 0, Some((200, "")))).collect());
+    let (push_a, push_b) = (answers(), answers());
+    let heard = Arc::new(Heard::default());
+    let replica = |store: &Arc<Store>, push: &Arc<Scripted>| {
+        Arc::new(
+            Delivery::new(
+                settings(2_000),
+                store.clone(),
+                Sender::Push(push.clone()),
+                Clock::System,
+            )
+            .with_settlement(heard.clone()),
+        )
+    };
+    let (da, db) = (replica(&a, &push_a), replica(&b, &push_b));
+    let now = Clock::System.now_ms();
+    let item = Pending {
+        id: "6b0e8f52-1d6c-4c1e-9a51-0c9d3c1f2a77".into(),
+        device: alert(4).device.expose().to_owned(),
+        collapse_id: "c".repeat(32),
+        flap_key: "c".repeat(32),
+        priority: 10,
+        expiration_s: ((now + 600_000) / 1000) as u64,
+        body: "{}".into(),
+        env: P,
+        attempts: 1,
+        ticket: Ticket {
+            at_ms: now,
+            kind: TicketKind::Counted { cooled: false },
+        },
+        topic: None,
+        settles: Some(("push-4".into(), "target-4".into())),
+    };
+    // Due half a second on, inside the two-second pause: the replica that kept it would
+    // try it while Redis still does not answer.
+    server.cli(&["CLIENT", "PAUSE", "2000", "WRITE"]);
+    let paused = std::time::Instant::now();
+    a.queue().enqueue(&item, now + 500, now).await.unwrap();
+    assert!(a.degraded(), "the put's reply was lost");
+    assert_eq!(a.queue().local_len(), 1);
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let workers = [
+        tokio::spawn(da.clone().run_retries(rx.clone())),
+        tokio::spawn(db.clone().run_retries(rx)),
+    ];
+    // Delivered once the pause is over (claims sent during it were lost too, and hold the
+    // item for their 2 s lease)...
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while push_a.calls().len() + push_b.calls().len() < 1 {
+        assert!(std::time::Instant::now() < deadline, "never delivered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let delivered = paused.elapsed();
+    // ...and not again: past another lease; the copy kept in process went when Redis
+    // answered and had the item.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    tx.send(true).unwrap();
+    for w in workers {
+        w.await.unwrap();
+    }
+    let sends = push_a.calls().len() + push_b.calls().len();
+    assert_eq!(sends, 1, "delivered {sends} times");
+    assert_eq!(a.queue().local_len(), 0, "the copy kept in process is gone");
+    let heard = heard.0.lock().unwrap().clone();
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    let items = server.cli(&["--scan", "--pattern", "lostput:{q*}:items"]);
+    for k in items.split_whitespace() {
+        assert_eq!(server.cli(&["HLEN", k]).trim(), "0", "{k} still holds it");
+    }
+    println!(
+        "lost queue put (CLIENT PAUSE 2000 ms WRITE, timeout 300 ms): delivered once, {delivered:?} after the pause began"
     );
 }

@@ -12,6 +12,43 @@ pub struct Claims {
     pub items: Vec<Claimed>,
     /// Items that could not be opened (moved aside).
     pub unopenable: u64,
+    /// Of those, the ones that settle something, with what they settle.
+    pub set_aside: Vec<Unopened>,
+}
+
+/// An item moved aside unopened (sealed under another key) whose front-end asked to hear
+/// how it ends. What it settles is kept in the clear beside the sealed item (the push id
+/// and the target's key, 16 hex of the token's hash: no token, no ciphertext), so the
+/// front-end still hears of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unopened {
+    /// The item's [`Pending::settles`].
+    pub settles: (String, String),
+    /// When the item's staleness window closes, ms.
+    pub expires_ms: i64,
+}
+
+impl Unopened {
+    /// The clear reference stored beside `item` (`""` when it settles nothing): JSON
+    /// `[expires_ms, push id, target key]`.
+    pub fn reference_of(item: &Pending) -> String {
+        item.settles
+            .as_ref()
+            .map_or_else(String::new, |(push, target)| {
+                serde_json::to_string(&(item.expires_ms(), push, target))
+                    .expect("plain tuple serializes")
+            })
+    }
+
+    /// Inverse of [`Unopened::reference_of`]; `None` for `""` or anything else.
+    pub fn parse(stored: &str) -> Option<Self> {
+        let (expires_ms, push, target): (i64, String, String) =
+            serde_json::from_str(stored).ok()?;
+        Some(Self {
+            settles: (push, target),
+            expires_ms,
+        })
+    }
 }
 
 /// A queue's numbers.
@@ -38,6 +75,11 @@ pub trait QueueBackend: Send + Sync + std::fmt::Debug {
         fence: u64,
         now_ms: i64,
     ) -> StoreResult<Fenced>;
+
+    /// Adds an item unless the queue holds it or removed it within its staleness window
+    /// (`Stale`, nothing written): the hand-over of a copy kept in process after a put
+    /// whose reply was lost, which may have run (and its item been delivered since).
+    async fn put_new(&self, item: &Pending, due_ms: i64, now_ms: i64) -> StoreResult<Fenced>;
 
     /// Claims up to `max` items due at `now_ms` until `lease_until_ms`, each with a fresh
     /// fencing token; items that cannot be opened are moved aside and counted.

@@ -31,6 +31,9 @@ struct Slot {
     item: Pending,
     /// The current claim's fencing token, 0 while unclaimed.
     fence: u64,
+    /// Put here after a put to the shared queue got no reply: the shared queue may hold it
+    /// too, so it is handed over only as [`QueueBackend::put_new`].
+    unsure: bool,
 }
 
 impl MemoryQueue {
@@ -42,6 +45,15 @@ impl MemoryQueue {
     /// writes, unless the queue is full (`false`); with a claim's fence it writes only while
     /// that claim is current (a reschedule by the claimer).
     pub fn put(&self, item: Pending, due_ms: i64, fence: u64) -> Result<Fenced, ()> {
+        self.insert(item, due_ms, fence, false)
+    }
+
+    /// Adds a new item that the shared queue may hold too (its put there got no reply).
+    pub fn put_unsure(&self, item: Pending, due_ms: i64) -> Result<Fenced, ()> {
+        self.insert(item, due_ms, 0, true)
+    }
+
+    fn insert(&self, item: Pending, due_ms: i64, fence: u64, unsure: bool) -> Result<Fenced, ()> {
         let mut q = self.lock();
         match q.items.get(&item.id) {
             Some(slot) if fence != 0 && slot.fence != fence => return Ok(Fenced::Stale),
@@ -59,6 +71,7 @@ impl MemoryQueue {
                 due: due_ms,
                 item,
                 fence: 0,
+                unsure,
             },
         );
         Ok(Fenced::Done)
@@ -110,8 +123,9 @@ impl MemoryQueue {
     }
 
     /// Takes out every item no worker holds a current claim on (the claimed ones settle
-    /// through their claimer), with its due time: the hand-over to Redis.
-    pub fn drain_unclaimed(&self, now_ms: i64) -> Vec<(Pending, i64)> {
+    /// through their claimer), with its due time and whether the shared queue may hold it
+    /// already: the hand-over to Redis.
+    pub fn drain_unclaimed(&self, now_ms: i64) -> Vec<(Pending, i64, bool)> {
         let mut q = self.lock();
         let ids: Vec<String> = q
             .items
@@ -123,7 +137,7 @@ impl MemoryQueue {
         for id in ids {
             if let Some(slot) = q.items.remove(&id) {
                 q.due.remove(&(slot.due, id));
-                out.push((slot.item, slot.due));
+                out.push((slot.item, slot.due, slot.unsure));
             }
         }
         out
@@ -155,10 +169,18 @@ impl QueueBackend for MemoryQueue {
         MemoryQueue::put(self, item.clone(), due_ms, fence).map_err(|()| StoreError::Full)
     }
 
+    async fn put_new(&self, item: &Pending, due_ms: i64, _now_ms: i64) -> StoreResult<Fenced> {
+        if self.lock().items.contains_key(&item.id) {
+            return Ok(Fenced::Stale);
+        }
+        MemoryQueue::put(self, item.clone(), due_ms, 0).map_err(|()| StoreError::Full)
+    }
+
     async fn claim(&self, now_ms: i64, lease_until_ms: i64, max: usize) -> StoreResult<Claims> {
         Ok(Claims {
             items: MemoryQueue::claim(self, now_ms, lease_until_ms, max),
             unopenable: 0,
+            set_aside: Vec::new(),
         })
     }
 
@@ -236,6 +258,7 @@ mod tests {
         q.put(item("b"), 100, 0).unwrap();
         let held = q.claim(100, 1000, 1).remove(0);
         let out = q.drain_unclaimed(500);
+        assert!(!out[0].2, "put in process, not after a lost put");
         assert_eq!(out.len(), 1);
         assert_ne!(out[0].0.id, held.item.id);
         assert_eq!(q.len(), 1, "the claimed one settles through its claimer");

@@ -14,7 +14,7 @@ pub mod item;
 mod memory;
 pub mod redis;
 
-pub use backend::{Depth, QueueBackend};
+pub use backend::{Depth, QueueBackend, Unopened};
 pub use item::{backoff_ms, random_u32, Claimed, Fenced, Pending, QueueKey, Sealer};
 pub use redis::RedisQueue;
 
@@ -43,6 +43,16 @@ pub struct Lease {
     pub origin: Origin,
 }
 
+/// What one claim found: items leased to this replica, and items set aside unopened whose
+/// front-end should hear so.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// The items claimed.
+    pub leases: Vec<Lease>,
+    /// Items moved aside because they could not be opened, with what they settle.
+    pub set_aside: Vec<Unopened>,
+}
+
 /// The retry queue's numbers, for the gauges.
 #[derive(Debug, Clone, Default)]
 pub struct QueueStats {
@@ -55,6 +65,10 @@ pub struct QueueStats {
 /// The link to Redis, and the shared queue when this deployment can deliver (else it
 /// never queues in Redis).
 type Shared = (Arc<Link>, Option<Box<dyn QueueBackend>>);
+
+/// How long an item kept in process after a put to Redis whose reply was lost waits before
+/// this replica tries it itself ([`RetryQueue::keep_unsure`]).
+pub const UNSURE_HOLD_MS: i64 = 10_000;
 
 /// The retry queue: in process, and in Redis when configured.
 #[derive(Debug)]
@@ -125,11 +139,28 @@ impl RetryQueue {
         if let Some(q) = self.live() {
             match Self::put_shared(q, item, due_ms, 0, now_ms).await {
                 Ok(_) => return Ok(()),
-                Err(e) => self.failed(e)?,
+                Err(e) => {
+                    self.failed(e)?;
+                    return self.keep_unsure(item, due_ms, now_ms);
+                }
             }
         }
         self.memory
             .put(item.clone(), due_ms, 0)
+            .map(|_| ())
+            .map_err(|()| StoreError::Full)
+    }
+
+    /// Keeps in process an item whose put to Redis got no reply. The put may have run (a
+    /// reply that did not arrive is not a command that did not run), so the copy here is
+    /// handed over only if Redis neither holds it nor acknowledged it
+    /// ([`QueueBackend::put_new`]), and this replica does not try it itself before
+    /// [`UNSURE_HOLD_MS`] have passed: long enough for Redis to answer again in a stall,
+    /// short enough to deliver in an outage (when a second delivery, under the same
+    /// notification id and collapse id, is possible: at least once).
+    fn keep_unsure(&self, item: &Pending, due_ms: i64, now_ms: i64) -> StoreResult<()> {
+        self.memory
+            .put_unsure(item.clone(), due_ms.max(now_ms + UNSURE_HOLD_MS))
             .map(|_| ())
             .map_err(|()| StoreError::Full)
     }
@@ -156,9 +187,8 @@ impl RetryQueue {
                         Err(e) => self.failed(e)?,
                     }
                     return self
-                        .memory
-                        .put(item.clone(), due_ms, 0)
-                        .map_err(|()| StoreError::Full);
+                        .keep_unsure(item, due_ms, now_ms)
+                        .map(|()| Fenced::Done);
                 }
                 self.memory
                     .put(item.clone(), due_ms, lease.claimed.fence)
@@ -174,8 +204,9 @@ impl RetryQueue {
     }
 
     /// Claims up to `max` due items: from the in-process queue and from one shard of the
-    /// Redis queue (round robin over calls). Items that could not be opened are counted.
-    pub async fn claim(&self, now_ms: i64, lease_until_ms: i64, max: usize) -> Vec<Lease> {
+    /// Redis queue (round robin over calls). Items that could not be opened are counted,
+    /// and those that settle something are in the batch.
+    pub async fn claim(&self, now_ms: i64, lease_until_ms: i64, max: usize) -> Batch {
         let mut out: Vec<Lease> = self
             .memory
             .claim(now_ms, lease_until_ms, max)
@@ -185,9 +216,13 @@ impl RetryQueue {
                 origin: Origin::Local,
             })
             .collect();
+        let mut set_aside = Vec::new();
         let room = max - out.len();
         if room == 0 {
-            return out;
+            return Batch {
+                leases: out,
+                set_aside,
+            };
         }
         if let Some(q) = self.live() {
             let r = StoreOp::QueueClaim
@@ -202,13 +237,17 @@ impl RetryQueue {
                         claimed,
                         origin: Origin::Shared,
                     }));
+                    set_aside = got.set_aside;
                 }
                 Err(e) => {
                     let _ = self.failed(e);
                 }
             }
         }
-        out
+        Batch {
+            leases: out,
+            set_aside,
+        }
     }
 
     /// Removes a claimed item (delivered, refused for good, or expired) as its claimer.
@@ -242,12 +281,23 @@ impl RetryQueue {
             return 0;
         };
         let mut moved = 0;
-        for (item, due) in self.memory.drain_unclaimed(now_ms) {
-            match Self::put_shared(q, &item, due, 0, now_ms).await {
-                Ok(_) => moved += 1,
+        for (item, due, unsure) in self.memory.drain_unclaimed(now_ms) {
+            let handed = if unsure {
+                StoreOp::QueuePut.timed(q.put_new(&item, due, now_ms)).await
+            } else {
+                Self::put_shared(q, &item, due, 0, now_ms).await
+            };
+            match handed {
+                Ok(Fenced::Done) => moved += 1,
+                // Redis has it already (the put whose reply was lost ran), or had it and
+                // it was delivered: this copy goes.
+                Ok(Fenced::Stale) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, "could not hand a locally queued notification to Redis; it stays in process");
-                    let _ = self.memory.put(item, due, 0);
+                    // This put may have run too.
+                    let _ = self
+                        .memory
+                        .put_unsure(item, due.max(now_ms + UNSURE_HOLD_MS));
                 }
             }
         }
@@ -278,13 +328,22 @@ impl RetryQueue {
     }
 
     /// Takes every item out of this replica's in-process queue, claimed or not: at the end
-    /// of a stop, what could not be handed to the shared queue, to be reported lost.
+    /// of a stop, what could not be handed to the shared queue, to be reported lost. Items
+    /// whose put to Redis got no reply are left out: Redis may hold them (and deliver them),
+    /// so they are not known to be lost.
     pub fn take_local(&self) -> Vec<Pending> {
-        self.memory
+        let (unsure, lost): (Vec<_>, Vec<_>) = self
+            .memory
             .drain_unclaimed(i64::MAX)
             .into_iter()
-            .map(|(item, _)| item)
-            .collect()
+            .partition(|(_, _, unsure)| *unsure);
+        if !unsure.is_empty() {
+            tracing::warn!(
+                items = unsure.len(),
+                "stopping with notifications whose put to Redis got no reply: Redis may hold and deliver them, so they are not reported lost"
+            );
+        }
+        lost.into_iter().map(|(item, _, _)| item).collect()
     }
 
     /// Items waiting in this replica's in-process queue (the gauge reads

@@ -1,5 +1,5 @@
 -- queue_stats.lua: one shard's depth, its oldest acceptance, and items set aside.
--- KEYS     1 due  2 items  3 lease  4 born  5 aside   (layout in queue_put.lua)
+-- KEYS     1 due  2 items  3 lease  4 born  5 aside  6 refs  7 done   (layout in queue_put.lua)
 -- Returns  {depth, oldest accepted_ms or -1, aside count}
 local oldest = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
 local o = -1

@@ -8,7 +8,7 @@ use fred::types::scripts::Script;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::backend::{Claims, Depth, QueueBackend};
+use super::backend::{Claims, Depth, QueueBackend, Unopened};
 use super::item::{random_u32, Claimed, Fenced, Pending, Sealer, SHARD_CAP};
 use crate::store::connection::client::{err, run};
 use crate::store::error::{StoreError, StoreResult};
@@ -21,6 +21,10 @@ const ASIDE_TTL_MS: i64 = 7 * 24 * 3600 * 1000;
 
 /// How long a shard's keys outlive the newest item's staleness window.
 const TTL_MARGIN_MS: i64 = 10 * 60 * 1000;
+
+/// How long an acknowledged item's id is remembered: longer than any copy of it can wait to
+/// be handed over ([`QueueBackend::put_new`]).
+const DONE_MS: i64 = crate::policy::STALENESS_S as i64 * 1000 + TTL_MARGIN_MS;
 
 /// The shared queue in Redis.
 pub struct RedisQueue {
@@ -58,9 +62,9 @@ impl RedisQueue {
         }
     }
 
-    /// The five keys of a shard, in the order the scripts expect.
+    /// The seven keys of a shard, in the order the scripts expect.
     fn keys(&self, shard: usize) -> Vec<String> {
-        ["due", "items", "lease", "born", "aside"]
+        ["due", "items", "lease", "born", "aside", "refs", "done"]
             .iter()
             .map(|k| format!("{}{{q{shard}}}:{k}", self.prefix))
             .collect()
@@ -73,7 +77,8 @@ impl RedisQueue {
 
     /// Claims up to `max` due items of one shard, each with a fresh fencing token. Items
     /// that cannot be opened are moved aside (and counted in the result), never delivered
-    /// and never silently deleted.
+    /// and never silently deleted; what such an item settles, kept in the clear beside it,
+    /// is in the result too, so its front-end hears that it was set aside.
     pub async fn claim_shard(
         &self,
         shard: usize,
@@ -93,8 +98,8 @@ impl RedisQueue {
             .await
             .map_err(err)?;
         let mut out = Claims::default();
-        for triple in reply.chunks(3) {
-            let [id, blob, fence] = triple else {
+        for quad in reply.chunks(4) {
+            let [id, blob, fence, reference] = quad else {
                 continue;
             };
             let (Some(id), Some(blob), Some(fence)) = (text(id), bytes(blob), int(fence)) else {
@@ -110,10 +115,46 @@ impl RedisQueue {
                     );
                     out.unopenable += 1;
                     self.finish(&id, fence, true).await?;
+                    if let Some(u) = text(reference).as_deref().and_then(Unopened::parse) {
+                        out.set_aside.push(u);
+                    }
                 }
             }
         }
         Ok(out)
+    }
+
+    /// The put script: a new item (`fence` 0), a reschedule as the claimer holding `fence`,
+    /// or (`only_new`) an item this shard neither holds nor acknowledged lately.
+    async fn write(
+        &self,
+        item: &Pending,
+        due_ms: i64,
+        fence: u64,
+        only_new: bool,
+        now_ms: i64,
+    ) -> StoreResult<Fenced> {
+        let shard = Self::shard_of(&item.id);
+        let ttl_ms = (item.expires_ms() - now_ms).max(0) + TTL_MARGIN_MS;
+        let args: Vec<Value> = vec![
+            item.id.as_str().into(),
+            Value::Bytes(self.sealer.seal(item).into()),
+            due_ms.into(),
+            fence.to_string().into(),
+            item.accepted_ms().into(),
+            ttl_ms.into(),
+            (SHARD_CAP as i64).into(),
+            Unopened::reference_of(item).into(),
+            (if only_new { "1" } else { "0" }).into(),
+        ];
+        let r: i64 = run(&self.put, &self.pool, self.keys(shard), args)
+            .await
+            .map_err(err)?;
+        match r {
+            1 => Ok(Fenced::Done),
+            0 => Ok(Fenced::Stale),
+            _ => Err(StoreError::Full),
+        }
     }
 
     async fn finish(&self, id: &str, fence: u64, aside: bool) -> StoreResult<Fenced> {
@@ -123,6 +164,8 @@ impl RedisQueue {
             fence.to_string().into(),
             (if aside { "1" } else { "0" }).into(),
             ASIDE_TTL_MS.into(),
+            DONE_MS.into(),
+            (SHARD_CAP as i64).into(),
         ];
         let r: i64 = run(&self.ack, &self.pool, self.keys(shard), args)
             .await
@@ -142,25 +185,12 @@ impl QueueBackend for RedisQueue {
         fence: u64,
         now_ms: i64,
     ) -> StoreResult<Fenced> {
-        let shard = Self::shard_of(&item.id);
-        let ttl_ms = (item.expires_ms() - now_ms).max(0) + TTL_MARGIN_MS;
-        let args: Vec<Value> = vec![
-            item.id.as_str().into(),
-            Value::Bytes(self.sealer.seal(item).into()),
-            due_ms.into(),
-            fence.to_string().into(),
-            item.accepted_ms().into(),
-            ttl_ms.into(),
-            (SHARD_CAP as i64).into(),
-        ];
-        let r: i64 = run(&self.put, &self.pool, self.keys(shard), args)
-            .await
-            .map_err(err)?;
-        match r {
-            1 => Ok(Fenced::Done),
-            0 => Ok(Fenced::Stale),
-            _ => Err(StoreError::Full),
-        }
+        self.write(item, due_ms, fence, false, now_ms).await
+    }
+
+    /// Adds an item unless its shard holds it or acknowledged it within the window.
+    async fn put_new(&self, item: &Pending, due_ms: i64, now_ms: i64) -> StoreResult<Fenced> {
+        self.write(item, due_ms, 0, true, now_ms).await
     }
 
     /// Claims from one shard ([`RedisQueue::claim_shard`]), the next in turn.

@@ -21,7 +21,7 @@ use super::connection::{RedisSettings, RedisStore};
 use super::fanout::Fanout;
 use super::policy::{MemoryStore, PolicyBackend};
 use super::queue::{
-    Claimed, Fenced, MemoryQueue, Pending, QueueBackend, QueueKey, RedisQueue, Sealer,
+    Claimed, Fenced, MemoryQueue, Pending, QueueBackend, QueueKey, RedisQueue, Sealer, Unopened,
 };
 use super::{Admission, AlertKey, Mark, RedisFailure, Store};
 use crate::device::{DeviceToken, Environment};

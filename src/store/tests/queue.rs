@@ -220,13 +220,30 @@ async fn unopenable_items_are_moved_aside_and_every_key_expires() {
     let item = pending(2, T0);
     let shard = RedisQueue::shard_of(&item.id);
     old.put(&item, T0, 0, T0).await.unwrap();
+    // A second one settles a signed push's target: what it settles is kept in the clear
+    // beside it, so the claim that cannot open it still names it.
+    let signed = Pending {
+        settles: Some(("push-9".into(), "0123456789abcdef".into())),
+        ..pending(4, T0)
+    };
+    old.put(&signed, T0, 0, T0).await.unwrap();
+    let refs_key = format!("aside:{{q{shard}}}:refs");
+    assert_eq!(server.cli(&["HLEN", &refs_key]).trim(), "1");
     let got = new.claim_shard(shard, T0, T0 + 1_000, 10).await.unwrap();
     assert!(got.items.is_empty());
-    assert_eq!(got.unopenable, 1);
+    assert_eq!(got.unopenable, 2);
+    assert_eq!(
+        got.set_aside,
+        vec![Unopened {
+            settles: ("push-9".into(), "0123456789abcdef".into()),
+            expires_ms: signed.expires_ms(),
+        }]
+    );
+    assert_eq!(server.cli(&["HLEN", &refs_key]).trim(), "0");
     let stats = new.stats().await.unwrap();
-    assert_eq!((stats.depth, stats.aside), (0, 1));
+    assert_eq!((stats.depth, stats.aside), (0, 2));
     let aside_key = format!("aside:{{q{shard}}}:aside");
-    assert_eq!(server.cli(&["HLEN", &aside_key]).trim(), "1");
+    assert_eq!(server.cli(&["HLEN", &aside_key]).trim(), "2");
     let pttl: i64 = server.cli(&["PTTL", &aside_key]).trim().parse().unwrap();
     assert!(pttl > 6 * 24 * 3_600_000, "kept for the operator: {pttl}");
     // The blob set aside is the sealed item, not the clear one.
@@ -234,10 +251,13 @@ async fn unopenable_items_are_moved_aside_and_every_key_expires() {
     assert!(!blob.contains("abab"), "no token in the clear");
 
     // TTLs: a queued item's keys live until its staleness window plus a margin.
-    let live = pending(3, T0);
+    let live = Pending {
+        settles: Some(("push-10".into(), "fedcba9876543210".into())),
+        ..pending(3, T0)
+    };
     old.put(&live, T0 + 100, 0, T0).await.unwrap();
     let s = RedisQueue::shard_of(&live.id);
-    for k in ["due", "items", "born"] {
+    for k in ["due", "items", "born", "refs"] {
         let key = format!("aside:{{q{s}}}:{k}");
         let pttl: i64 = server.cli(&["PTTL", &key]).trim().parse().unwrap();
         assert!(pttl > 600_000 && pttl <= 1_200_000, "{key}: {pttl}");
@@ -287,12 +307,88 @@ async fn a_degraded_replicas_queue_is_handed_to_redis() {
     }
     assert_eq!(a.queue().flush_local(T0).await, 1);
     assert_eq!(a.queue().local_len(), 0);
-    // B claims it from Redis (it sits in one of the shards; look through them all).
+    // B claims it from Redis (it sits in one of the shards; look through them all). The
+    // put that failed may have run, so the item waits out the hold first.
+    let at = T0 + crate::store::queue::UNSURE_HOLD_MS;
     let mut found = Vec::new();
     for _ in 0..crate::store::queue::redis::SHARDS {
-        found.extend(b.queue().claim(T0 + 1, T0 + 1_000, 10).await);
+        found.extend(b.queue().claim(at - 1, at + 1_000, 10).await.leases);
+    }
+    assert!(found.is_empty(), "{found:?}");
+    for _ in 0..crate::store::queue::redis::SHARDS {
+        found.extend(b.queue().claim(at, at + 1_000, 10).await.leases);
     }
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].claimed.item, item);
     assert_eq!(found[0].origin, crate::store::queue::Origin::Shared);
+}
+
+/// A queue whose calls give up after 300 ms, as a replica's do.
+async fn impatient_queue(server: &RedisServer, prefix: &str) -> RedisQueue {
+    let mut s = settings(&server.url(), prefix);
+    s.timeout = Duration::from_millis(300);
+    let store = RedisStore::connect(&s, Policy::defaults()).unwrap();
+    assert!(store.wait_ready(Duration::from_secs(10)).await);
+    RedisQueue::new(
+        store.pool().clone(),
+        prefix,
+        Sealer::new(&QueueKey::derive(b"k")),
+    )
+}
+
+/// A claim or a put whose reply is lost ran all the same (`CLIENT PAUSE ... WRITE` while
+/// it is sent: the caller gives up, Redis runs it when the pause ends). A lost claim
+/// leased its items: nobody gets them before the lease runs out, then exactly one claimer
+/// does, with a fencing token the lost claim's holder never saw. A lost put queued its item,
+/// and sending it again (the same id) leaves one item, not two.
+#[tokio::test(flavor = "multi_thread")]
+async fn claims_and_puts_whose_replies_are_lost_ran_once() {
+    let server = RedisServer::start();
+    let lost = impatient_queue(&server, "lostq:").await;
+    let other = queue_on(&server, "lostq:", b"k").await;
+    let item = pending(5, T0);
+    let shard = RedisQueue::shard_of(&item.id);
+    // Each script loaded first, so the paused call is the script itself.
+    lost.put(&item, T0, 0, T0).await.unwrap();
+    assert_eq!(lost.stats().await.unwrap().depth, 1);
+    let loaded = lost.claim_shard(shard, T0, T0 + 10, 10).await.unwrap();
+    assert_eq!(loaded.items.len(), 1);
+
+    server.cli(&["CLIENT", "PAUSE", "800", "WRITE"]);
+    let r = lost.claim_shard(shard, T0 + 100, T0 + 30_000, 10).await;
+    assert!(r.is_err(), "the claim's reply is lost: {r:?}");
+    // Once the pause ends the claim has run: the item is leased to nobody who knows it.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let before = other
+        .claim_shard(shard, T0 + 29_999, T0 + 60_000, 10)
+        .await
+        .unwrap();
+    assert!(before.items.is_empty(), "leased by the lost claim");
+    let after = other
+        .claim_shard(shard, T0 + 30_000, T0 + 60_000, 10)
+        .await
+        .unwrap();
+    assert_eq!(after.items.len(), 1, "back once the lease ran out");
+    assert_eq!(
+        other.ack(&item.id, after.items[0].fence).await.unwrap(),
+        Fenced::Done
+    );
+    assert_eq!(other.stats().await.unwrap().depth, 0);
+
+    // A put whose reply is lost, sent again with the same id: one item.
+    server.cli(&["CLIENT", "PAUSE", "800", "WRITE"]);
+    let r = lost.put(&item, T0 + 1_000, 0, T0).await;
+    assert!(r.is_err(), "the put's reply is lost: {r:?}");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(other.stats().await.unwrap().depth, 1, "the lost put ran");
+    assert_eq!(
+        lost.put(&item, T0 + 1_000, 0, T0).await.unwrap(),
+        Fenced::Done
+    );
+    assert_eq!(other.stats().await.unwrap().depth, 1);
+    let got = other
+        .claim_shard(shard, T0 + 1_000, T0 + 60_000, 10)
+        .await
+        .unwrap();
+    assert_eq!(got.items.len(), 1);
 }

@@ -383,3 +383,228 @@ async fn background_settlements_are_capped_and_the_rest_left_to_replays() {
         assert_eq!(r.h.prod.received_for(&d).len(), 1, "target {k} sent once");
     }
 }
+
+/// The sum of `sealrelay_store_errors_total{op="<op>"}` in a metrics page.
+fn store_errors(metrics: &str, op: &str) -> u64 {
+    let prefix = format!("sealrelay_store_errors_total{{op=\"{op}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix)?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The record of a push's outcome whose reply is lost (`CLIENT PAUSE ... WRITE` from the
+/// moment APNs has the notification until after the relay gave up on the record, with
+/// `RELAY_REDIS_TIMEOUT_MS=150`): the record ran all the same when the pause ended, and the
+/// background retry of it changes nothing more. APNs gets the push once, the request
+/// answers 201 with the target `delivered`, and the stored receipt holds one `target`
+/// event for it and one `settled` event, not two of each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_outcome_record_is_recorded_once() {
+    let redis = RedisServer::start();
+    let r = std::sync::Arc::new(
+        SignedRelay::start(
+            Options::default()
+                .var("REDIS_URL", &redis.url())
+                .var("RELAY_REDIS_TIMEOUT_MS", "150"),
+        )
+        .await,
+    );
+    let ops = Signer::new("ops");
+    r.enroll(&ops, &[TOPIC]).await;
+    let mut n = 1;
+    let (d, id) = loop {
+        assert!(n < 20, "the stall never covered the outcome's record alone");
+        // A first push caches the signer and loads every script of the path.
+        let warm = ops.sign(ops.request(&rid(n), &[device(n as u32)], Clock::System.now_ms()));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !matches!(r.push(&warm).await.status, 200 | 201) {
+            assert!(
+                Instant::now() < deadline,
+                "the warm-up push never went through"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let d = device(n as u32 + 1);
+        let body = ops.sign(ops.request(
+            &rid(n + 1),
+            std::slice::from_ref(&d),
+            Clock::System.now_ms(),
+        ));
+        let before = r.h.admin("/metrics").await.body;
+        // APNs holds its answer 400 ms; the pause begins once it has the request (the
+        // receipt and the admission are written by then) and lasts past the record and
+        // its one immediate retry.
+        r.h.prod.set_delay(Duration::from_millis(400));
+        let started = r.h.prod.started();
+        let post = {
+            let (r, body) = (r.clone(), body.clone());
+            tokio::spawn(async move { r.push(&body).await })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while r.h.prod.started() <= started {
+            assert!(Instant::now() < deadline, "the APNs request never started");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        redis.cli(&["CLIENT", "PAUSE", "1200", "WRITE"]);
+        let answer = post.await.unwrap();
+        r.h.prod.set_delay(Duration::ZERO);
+        let after = r.h.admin("/metrics").await.body;
+        let lost = store_errors(&after, "receipt_update") - store_errors(&before, "receipt_update");
+        let other = store_errors(&after, "admit") - store_errors(&before, "admit");
+        n += 2;
+        if answer.status == 201 && lost >= 1 && other == 0 {
+            let v = answer.json();
+            assert_eq!(v["targets"][hash16(&d)]["state"], "delivered", "{v}");
+            break (d, rid(n - 1));
+        }
+        // The pause caught something else (a signer read on a slow machine): again.
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+    };
+    // The background retry records the outcome again once the store answers: the stored
+    // receipt then has the target delivered, one event of each kind.
+    let path = format!("/v2/pushes/{id}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let read = loop {
+        let v = r.read(&ops, &path, Clock::System.now_ms()).await;
+        if v.status == 200 && v.json()["state"] == "settled" {
+            break v.json();
+        }
+        assert!(Instant::now() < deadline, "{} {}", v.status, v.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(read["targets"][hash16(&d)]["state"], "delivered", "{read}");
+    // The resolution ran (nothing left to deliver) before the events are counted.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let m = r.h.admin("/metrics").await.body;
+        if m.lines().any(|l| {
+            l.starts_with("sealrelay_signed_resolutions_total{result=\"settled\"}")
+                && !l.ends_with(" 0")
+        }) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the background record never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let events = redis.cli(&["LRANGE", &format!("sealrelay:{{r:{id}}}:ev"), "0", "-1"]);
+    let kinds: Vec<&str> = events.lines().filter_map(|e| e.split('|').nth(1)).collect();
+    assert_eq!(kinds, ["accepted", "target", "settled"], "{events}");
+    assert_eq!(r.h.prod.received_for(&d).len(), 1, "sent exactly once");
+    println!("lost outcome record (CLIENT PAUSE 1200 ms WRITE, timeout 150 ms): recorded once, sent once");
+}
+
+/// A signer revocation and an enrolment whose replies are lost (`CLIENT PAUSE 800 WRITE`,
+/// `RELAY_REDIS_TIMEOUT_MS=150`) are answered 503 and ran all the same: within a second of
+/// the pause's end the revoked signer's pushes are refused and the new signer's taken,
+/// with nobody asking again. Asking again is safe: the revocation keeps its first time, the
+/// enrolment answers 200 (updated) with its first creation time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signer_writes_whose_replies_are_lost_took_effect() {
+    let redis = RedisServer::start();
+    let r = SignedRelay::start(
+        Options::default()
+            .var("REDIS_URL", &redis.url())
+            .var("RELAY_REDIS_TIMEOUT_MS", "150"),
+    )
+    .await;
+    let ops = Signer::new("ops");
+    let late = Signer::new("late");
+    // Both scripts loaded first: an enrolment, and a revocation of a signer enrolled for it.
+    let spare = Signer::new("spare");
+    r.enroll(&ops, &[TOPIC]).await;
+    r.enroll(&spare, &[TOPIC]).await;
+    let (status, v) = r
+        .admin_call(
+            "POST",
+            &format!("/admin/v1/signers/{}/revoke", spare.id),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let mut n = 1u64;
+    let pushes = |s: &Signer, n: u64| {
+        s.sign(s.request(&rid(n), &[device(n as u32)], Clock::System.now_ms()))
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while r.push(&pushes(&ops, n)).await.status != 201 {
+        assert!(Instant::now() < deadline, "ops never pushed");
+        n += 1;
+    }
+
+    // The revocation's reply is lost.
+    let asked = Clock::System.now_ms();
+    redis.cli(&["CLIENT", "PAUSE", "800", "WRITE"]);
+    let paused = Instant::now();
+    let (status, v) = r
+        .admin_call(
+            "POST",
+            &format!("/admin/v1/signers/{}/revoke", ops.id),
+            None,
+        )
+        .await;
+    assert_eq!(status, 503, "{v}");
+    // The enrolment's too (the pause is still on: 150 ms per call).
+    let (status, v) = r
+        .admin_call(
+            "PUT",
+            &format!("/admin/v1/signers/{}", late.id),
+            Some(serde_json::json!({"publicKey": late.public(), "topics": [TOPIC]})),
+        )
+        .await;
+    assert_eq!(status, 503, "{v}");
+    assert!(
+        paused.elapsed() < Duration::from_millis(800),
+        "both asked during the pause"
+    );
+    let ended = paused + Duration::from_millis(800);
+    // Nobody asks again: within a second of the pause's end, both took effect.
+    let (mut refused, mut taken) = (None, None);
+    while refused.is_none() || taken.is_none() {
+        assert!(
+            Instant::now() < ended + Duration::from_secs(1),
+            "a lost write had not taken effect a second after the pause: revoked {refused:?}, enrolled {taken:?}"
+        );
+        n += 1;
+        if refused.is_none() {
+            let resp = r.push(&pushes(&ops, n)).await;
+            if resp.status == 403 {
+                assert_error(&resp, 403, "revoked_signer");
+                refused = Some(Instant::now().saturating_duration_since(ended));
+            }
+        }
+        n += 1;
+        if taken.is_none() && r.push(&pushes(&late, n)).await.status == 201 {
+            taken = Some(Instant::now().saturating_duration_since(ended));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Asked again: the same revocation, the same enrolment.
+    let (status, v) = r
+        .admin_call(
+            "POST",
+            &format!("/admin/v1/signers/{}/revoke", ops.id),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let at = v["revokedAtMs"].as_i64().unwrap();
+    assert!(
+        at >= asked && at < asked + 800,
+        "the first revocation's time: {v}"
+    );
+    let (status, v) = r
+        .admin_call(
+            "PUT",
+            &format!("/admin/v1/signers/{}", late.id),
+            Some(serde_json::json!({"publicKey": late.public(), "topics": [TOPIC]})),
+        )
+        .await;
+    assert_eq!(status, 200, "updated, not created again: {v}");
+    println!(
+        "lost signer writes (CLIENT PAUSE 800 ms WRITE, timeout 150 ms): revocation effective {refused:?} after the pause, enrolment {taken:?}"
+    );
+}
