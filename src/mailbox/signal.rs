@@ -89,7 +89,7 @@ pub const SPEND_BATCH: u32 = 10;
 pub const SPEND_EVERY: Duration = Duration::from_secs(1);
 /// Frames relayed and not yet spent while the store does not answer, after which the socket
 /// is closed (1011) rather than relay more on credit: one full bucket.
-const UNSPENT_MAX: u32 = 400;
+const UNSPENT_MAX: u64 = 400;
 
 /// One signal message on the fan-out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,7 +230,8 @@ pub async fn upgrade(
             generation,
             id: socket_id(),
             socket: socket_no,
-            unspent: 0,
+            relayed: 0,
+            charged: 0,
             store_failing: false,
             peer: None,
         };
@@ -250,8 +251,10 @@ struct Session {
     id: [u8; 16],
     /// The socket's number among its side's sockets (the newest is the side's).
     socket: u64,
-    /// Frames relayed and not yet spent from the side's bucket in the store.
-    unspent: u32,
+    /// Frames relayed since the socket opened.
+    relayed: u64,
+    /// Of those, the ones the store has charged to the side's bucket (its answer came).
+    charged: u64,
     /// The last spend found the store not answering: the next is the tick's.
     store_failing: bool,
     /// The other side's socket and when it was last heard from.
@@ -267,6 +270,11 @@ enum End {
 }
 
 impl Session {
+    /// Frames relayed and not yet charged to the side's bucket in the store.
+    fn unspent(&self) -> u64 {
+        self.relayed - self.charged
+    }
+
     async fn publish(&self, note: Note) {
         let _ = self
             .m
@@ -322,7 +330,7 @@ impl Session {
             })
             .await;
         }
-        if self.unspent > 0 {
+        if self.unspent() > 0 {
             let _ = self.spend().await;
         }
     }
@@ -333,15 +341,18 @@ impl Session {
     /// store has not answered for a whole bucket's worth of frames). A store that does not
     /// answer keeps the count for the next try.
     async fn spend(&mut self) -> Option<End> {
+        // The running count, not the frames since the last answer: a spend whose reply was
+        // lost after the store ran it is sent again as the same count, which charges
+        // nothing twice.
         let op = Op::SignalSpend {
             side: self.side,
             socket: self.socket,
-            frames: self.unspent,
+            relayed: self.relayed,
         };
         let r = self.m.run(&self.name, &self.bearer, &op).await;
         self.store_failing = matches!(r, Err(MailboxError::Unavailable));
         if !self.store_failing {
-            self.unspent = 0;
+            self.charged = self.relayed;
         }
         match r {
             Ok(Answer::Opened(g)) if g == self.generation => None,
@@ -350,7 +361,7 @@ impl Session {
                 metrics::mailbox_rate_limited(Bucket::Frames(self.side).label());
                 Some(End::Closed(Close::Policy))
             }
-            Err(MailboxError::Unavailable) if self.unspent >= UNSPENT_MAX => {
+            Err(MailboxError::Unavailable) if self.unspent() >= UNSPENT_MAX => {
                 Some(End::Closed(Close::Internal))
             }
             // Tried again at the next spend tick.
@@ -387,24 +398,25 @@ impl Session {
                         if data.len() > MAX_FRAME {
                             return End::Closed(Close::TooBig);
                         }
-                        // At most SPEND_BATCH frames relayed on credit: the bucket in the store
-                        // decides before more go. While the store does not answer, the spend
-                        // tick tries again, not every frame (each try waits the timeout), up
-                        // to a bucket's worth of frames.
-                        if self.unspent >= UNSPENT_MAX {
+                        if self.unspent() >= UNSPENT_MAX {
                             return End::Closed(Close::Internal);
                         }
-                        if self.unspent >= SPEND_BATCH && !self.store_failing {
-                            if let Some(end) = self.spend().await {
-                                return end;
-                            }
-                        }
-                        self.unspent += 1;
+                        self.relayed += 1;
                         if self.peer.is_some() {
                             metrics::signal_frame(true, data.len());
                             self.publish(Note::Frame { side: self.side, id: self.id, sent_us: self.m.clock.now_us(), data }).await;
                         } else {
                             metrics::signal_frame(false, data.len());
+                        }
+                        // At most SPEND_BATCH frames relayed on credit: once a batch is full
+                        // (after the frame that filled it went out, so no frame waits for the
+                        // store) the bucket in the store decides before more go. While the
+                        // store does not answer, the spend tick tries again, not every frame
+                        // (each try waits the timeout), up to a bucket's worth of frames.
+                        if self.unspent() >= u64::from(SPEND_BATCH) && !self.store_failing {
+                            if let Some(end) = self.spend().await {
+                                return end;
+                            }
                         }
                     }
                     Some(Ok(Message::Text(t))) if t.as_str() == "ping" => {
@@ -425,7 +437,7 @@ impl Session {
                     Some(Err(_)) => return End::Left,
                 }},
                 // One timer for the socket's life, not one per frame.
-                _ = spend.tick(), if self.unspent > 0 => {
+                _ = spend.tick(), if self.unspent() > 0 => {
                     if let Some(end) = self.spend().await {
                         return end;
                     }
@@ -501,11 +513,12 @@ impl Session {
     async fn still_there(&self, stop: &mut tokio::sync::watch::Receiver<bool>) -> Option<Close> {
         let give_up = Instant::now() + Duration::from_secs(10);
         let mut pause = Duration::from_millis(100);
-        // No frames: the unspent ones go with the next spend.
+        // Nothing new: the count the store has charged (the unspent frames go with the
+        // next spend).
         let check = Op::SignalSpend {
             side: self.side,
             socket: self.socket,
-            frames: 0,
+            relayed: self.charged,
         };
         loop {
             match self.m.run(&self.name, &self.bearer, &check).await {

@@ -46,6 +46,9 @@ pub struct Mailbox {
     buckets: HashMap<&'static str, i64>,
     /// Per side, the number of its newest signal socket (0: none opened yet).
     sockets: [u64; 2],
+    /// Per side, what was charged to the two latest sockets that spent frames: (socket,
+    /// frames charged) for the newest, then the one before.
+    charged: [[(u64, u64); 2]; 2],
     dirs: [Direction; 2],
     expires_ms: i64,
 }
@@ -192,15 +195,17 @@ fn apply(current: &mut Mailbox, bearer: &str, op: &Op, now_ms: i64, limits: Limi
         Op::SignalSpend {
             side,
             socket,
-            frames,
+            relayed,
         } => {
             // The frames were relayed: they are spent whether or not the socket was replaced
-            // meanwhile, so no replacement hands its side a fresh burst.
+            // meanwhile, so no replacement hands its side a fresh burst. Only those not
+            // charged yet: a spend sent again after a lost reply charges nothing twice.
+            let due = charge(&mut current.charged[side.index()], *socket, *relayed);
             let b = Bucket::Frames(*side);
             let (capacity, emission) = b.rate();
             let mut tat = current.buckets.get(b.field()).copied().unwrap_or(0);
             let mut refused = None;
-            for _ in 0..*frames {
+            for _ in 0..due {
                 match gcra_take(tat, now_ms * 1000, emission, capacity) {
                     Ok(t) => tat = t,
                     Err(retry) => {
@@ -209,7 +214,7 @@ fn apply(current: &mut Mailbox, bearer: &str, op: &Op, now_ms: i64, limits: Limi
                     }
                 }
             }
-            if *frames > 0 {
+            if due > 0 {
                 current.buckets.insert(b.field(), tat);
             }
             if let Some(retry) = refused {
@@ -224,6 +229,26 @@ fn apply(current: &mut Mailbox, bearer: &str, op: &Op, now_ms: i64, limits: Limi
             current.dirs[dir.index()].foreground_until_ms = now_ms + FOREGROUND_MS;
             Answer::Done
         }
+    }
+}
+
+/// The frames of `socket`, which has relayed `relayed` since it opened, not charged yet,
+/// with the side's record (`slots`: the newest spending socket, then the one before)
+/// brought up to date. A socket newer than both becomes the newest; one older than both
+/// (replaced twice over) is charged all it relayed. `mailbox.lua` does the same.
+fn charge(slots: &mut [(u64, u64); 2], socket: u64, relayed: u64) -> u64 {
+    let [newest, before] = *slots;
+    if socket == newest.0 {
+        slots[0].1 = newest.1.max(relayed);
+        relayed.saturating_sub(newest.1)
+    } else if socket == before.0 {
+        slots[1].1 = before.1.max(relayed);
+        relayed.saturating_sub(before.1)
+    } else if socket > newest.0 {
+        *slots = [(socket, relayed), newest];
+        relayed
+    } else {
+        relayed
     }
 }
 
@@ -269,6 +294,7 @@ pub fn request(
             generation,
             buckets: HashMap::new(),
             sockets: [0; 2],
+            charged: [[(0, 0); 2]; 2],
             dirs: Default::default(),
             expires_ms: now_ms + limits.idle_ms,
         };
@@ -329,7 +355,7 @@ mod tests {
 
     /// A side's sockets are counted: the newest is the side's, and the older learns it on its
     /// next spend. Relayed frames are spent whoever relayed them, so a replacement starts
-    /// from what its side has left, not a fresh 400.
+    /// from what its side has left, not a fresh 400; a spend sent again charges nothing.
     #[test]
     fn the_newest_socket_is_the_sides_and_frames_are_the_sides() {
         let m = One::default();
@@ -339,10 +365,10 @@ mod tests {
         let open = Op::SignalOpen {
             side: Side::Primary,
         };
-        let spend = |socket, frames| Op::SignalSpend {
+        let spend = |socket, relayed| Op::SignalSpend {
             side: Side::Primary,
             socket,
-            frames,
+            relayed,
         };
         assert_eq!(
             m.apply(&n, "b", &open, T0, LIMITS),
@@ -351,6 +377,11 @@ mod tests {
                 generation: g
             }
         );
+        assert_eq!(
+            m.apply(&n, "b", &spend(1, 300), T0, LIMITS),
+            Answer::Opened(g)
+        );
+        // Sent again (its reply was lost): nothing more is charged.
         assert_eq!(
             m.apply(&n, "b", &spend(1, 300), T0, LIMITS),
             Answer::Opened(g)
@@ -378,9 +409,18 @@ mod tests {
                 generation: g
             }
         );
-        // The older socket's last frames are spent, and it hears it was replaced.
+        // The newer socket spends, then the older one's last frames are spent, and it hears
+        // it was replaced (each socket's count is its own).
         assert_eq!(
-            m.apply(&n, "b", &spend(1, 50), T0, LIMITS),
+            m.apply(&n, "b", &spend(2, 20), T0, LIMITS),
+            Answer::Opened(g)
+        );
+        assert_eq!(
+            m.apply(&n, "b", &spend(1, 350), T0, LIMITS),
+            Answer::Replaced
+        );
+        assert_eq!(
+            m.apply(&n, "b", &spend(1, 350), T0, LIMITS),
             Answer::Replaced
         );
         assert_eq!(
@@ -389,12 +429,17 @@ mod tests {
         );
         // 400 spent: the next frame does not fit (one back every 20 ms).
         assert_eq!(
-            m.apply(&n, "b", &spend(2, 1), T0, LIMITS),
+            m.apply(&n, "b", &spend(2, 51), T0, LIMITS),
             Answer::RateLimited(1)
         );
+        // One frame more 20 ms on fits (the refused one is not charged again).
         assert_eq!(
-            m.apply(&n, "b", &spend(2, 1), T0 + 20, LIMITS),
+            m.apply(&n, "b", &spend(2, 52), T0 + 20, LIMITS),
             Answer::Opened(g)
+        );
+        assert_eq!(
+            m.apply(&n, "b", &spend(2, 53), T0 + 20, LIMITS),
+            Answer::RateLimited(1)
         );
         // A check spends nothing and needs the claim.
         assert_eq!(

@@ -113,19 +113,21 @@ pub enum Op {
         /// The side.
         side: Side,
     },
-    /// A signal socket spends `frames` frames it relayed from its side's frame bucket (one
-    /// token each, as many as the bucket holds) and asks whether it is still the side's
-    /// newest socket and its claim still there. Takes no other token and does not restart
-    /// the idle timer. The answer: rate limited (some frames did not fit),
+    /// A signal socket that has relayed `relayed` frames since it opened spends those not
+    /// yet charged from its side's frame bucket (one token each, as many as the bucket
+    /// holds) and asks whether it is still the side's newest socket and its claim still
+    /// there. The store keeps what it charged the side's two latest spending sockets, so a
+    /// spend sent again after a lost reply charges nothing twice. Takes no other token and
+    /// does not restart the idle timer. The answer: rate limited (some frames did not fit),
     /// [`Answer::Replaced`] (a newer socket of the side opened), else the claim's
-    /// generation ([`Answer::Opened`]). With no frames it is the socket's periodic check.
+    /// generation ([`Answer::Opened`]). With nothing new relayed it is the socket's check.
     SignalSpend {
         /// The side.
         side: Side,
         /// The socket's number, from [`Answer::SignalOpened`].
         socket: u64,
-        /// Frames relayed since the last spend.
-        frames: u32,
+        /// Frames the socket relayed since it opened.
+        relayed: u64,
     },
     /// A watch's `ping`: the direction's reader is in the foreground. Takes no bucket
     /// token (the socket's own rate bounds it).

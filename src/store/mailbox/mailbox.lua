@@ -7,7 +7,9 @@
 --                                         named by every event); t:<bucket> arrival
 --                                         times (us); r:<dir> sealed push registration;
 --                                         f:<dir> foreground until (ms); o:<side> the
---                                         side's newest signal socket (a count)
+--                                         side's newest signal socket (a count); c:<side>
+--                                         frames charged to its two latest spending
+--                                         sockets
 --          2 <prefix>{mb:<name>}:e:p2c    hash: seq -> envelope bytes
 --          3 <prefix>{mb:<name>}:e:c2p
 --          4 <prefix>{mb:<name>}:s:p2c    sorted set: seq (score = seq)
@@ -173,8 +175,30 @@ elseif op == 'socket' or op == 'check' then
 elseif op == 'sigopen' then
   return {13, redis.call('HINCRBY', meta, 'o:' .. ARGV[7], 1), generation()}
 elseif op == 'sigspend' then
-  -- The relayed frames are spent whether or not the socket was replaced meanwhile.
-  for _ = 1, tonumber(ARGV[9]) do
+  -- ARGV[8] the socket's number, ARGV[9] the frames it relayed since it opened. The relayed
+  -- frames are spent whether or not the socket was replaced meanwhile; only those not charged
+  -- yet, so a spend sent again after a lost reply charges nothing twice. c:<side> keeps what
+  -- the side's two latest spending sockets were charged: "socket|frames|socket|frames".
+  local field = 'c:' .. ARGV[7]
+  local socket, relayed = tonumber(ARGV[8]), tonumber(ARGV[9])
+  local c = {0, 0, 0, 0}
+  local i = 1
+  for v in string.gmatch(redis.call('HGET', meta, field) or '', '[^|]+') do
+    c[i] = tonumber(v)
+    i = i + 1
+  end
+  local due = relayed
+  if socket == c[1] then
+    due = math.max(0, relayed - c[2])
+    c[2] = math.max(c[2], relayed)
+  elseif socket == c[3] then
+    due = math.max(0, relayed - c[4])
+    c[4] = math.max(c[4], relayed)
+  elseif socket > c[1] then
+    c = {socket, relayed, c[1], c[2]}
+  end
+  redis.call('HSET', meta, field, string.format('%d|%d|%d|%d', c[1], c[2], c[3], c[4]))
+  for _ = 1, due do
     local retry = take('t:sig:' .. ARGV[7])
     if retry > 0 then return {2, retry} end
   end

@@ -147,13 +147,13 @@ impl MailboxBackend for RedisMailboxes {
             Op::SignalSpend {
                 side,
                 socket,
-                frames,
+                relayed,
             } => (
                 "sigspend",
                 vec![
                     side.as_str().into(),
                     socket.to_string().into(),
-                    frames.to_string().into(),
+                    relayed.to_string().into(),
                 ],
             ),
             Op::Ping { dir } => ("ping", vec![dir.as_str().into()]),

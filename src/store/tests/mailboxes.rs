@@ -51,8 +51,8 @@ fn mop() -> impl Strategy<Value = (u8, i64, MOp)> {
         1 => Just(MOp::Socket),
         2 => prop_oneof![Just(crate::mailbox::state::Side::Primary), Just(crate::mailbox::state::Side::Companion)]
             .prop_map(|side| MOp::SignalOpen { side }),
-        2 => (prop_oneof![Just(crate::mailbox::state::Side::Primary), Just(crate::mailbox::state::Side::Companion)], 0u64..4, prop_oneof![Just(0u32), 1u32..40, Just(450u32)])
-            .prop_map(|(side, socket, frames)| MOp::SignalSpend { side, socket, frames }),
+        2 => (prop_oneof![Just(crate::mailbox::state::Side::Primary), Just(crate::mailbox::state::Side::Companion)], 0u64..4, prop_oneof![Just(0u64), 1u64..40, 40u64..500, Just(900u64)])
+            .prop_map(|(side, socket, relayed)| MOp::SignalSpend { side, socket, relayed }),
         1 => dir.clone().prop_map(|dir| MOp::Ping { dir }),
         1 => dir.prop_map(|dir| MOp::Unping { dir }),
         1 => Just(MOp::Check),
@@ -357,4 +357,76 @@ async fn mailbox_buckets_run_on_the_store_clock() {
         .parse()
         .unwrap();
     assert!((g - now).abs() < 60_000, "generation {g} against {now}");
+}
+
+/// A signal spend whose reply is lost (`CLIENT PAUSE ... WRITE` while it is sent: the caller
+/// gives up after 300 ms, Redis runs it when the pause ends) and is sent again charges its
+/// frames once: a socket sends its running count, and the store charges only what it has
+/// not charged that socket yet. 300 frames spent, lost, sent again, then 100 more: all fit
+/// in the bucket of 400 (charged twice, 700 would not, with about 60 refilled meanwhile).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signal_spend_sent_again_after_a_lost_reply_charges_once() {
+    use crate::mailbox::state::Side;
+    let server = RedisServer::start();
+    let mut s = settings(&server.url(), "ss:");
+    s.timeout = Duration::from_millis(300);
+    let store = RedisStore::connect(&s, Policy::defaults()).unwrap();
+    assert!(store.wait_ready(Duration::from_secs(10)).await);
+    let red = RedisMailboxes::new(store.pool().clone(), "ss:");
+    let name = Name::of("chat", "mailbox-spend-000");
+    let limits = MLimits {
+        idle_ms: 600_000,
+        max_envelopes: 1_000,
+    };
+    let now = crate::clock::Clock::System.now_ms();
+    assert_eq!(
+        run(&red, &name, "b", &MOp::Claim, now, limits)
+            .await
+            .unwrap(),
+        MAnswer::Created
+    );
+    let opened = run(
+        &red,
+        &name,
+        "b",
+        &MOp::SignalOpen {
+            side: Side::Primary,
+        },
+        now,
+        limits,
+    )
+    .await
+    .unwrap();
+    let MAnswer::SignalOpened { socket, generation } = opened else {
+        panic!("{opened:?}");
+    };
+    let spend = |relayed| MOp::SignalSpend {
+        side: Side::Primary,
+        socket,
+        relayed,
+    };
+    server.cli(&["CLIENT", "PAUSE", "700", "WRITE"]);
+    let lost = run(&red, &name, "b", &spend(300), now, limits).await;
+    assert!(lost.is_err(), "the spend's reply is lost: {lost:?}");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        run(&red, &name, "b", &spend(300), now, limits)
+            .await
+            .unwrap(),
+        MAnswer::Opened(generation)
+    );
+    assert_eq!(
+        run(&red, &name, "b", &spend(400), now, limits)
+            .await
+            .unwrap(),
+        MAnswer::Opened(generation),
+        "the lost spend was charged twice"
+    );
+    // The bucket is spent all the same: 100 more do not fit.
+    assert!(matches!(
+        run(&red, &name, "b", &spend(500), now, limits)
+            .await
+            .unwrap(),
+        MAnswer::RateLimited(_)
+    ));
 }

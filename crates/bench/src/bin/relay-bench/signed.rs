@@ -3,8 +3,10 @@
 use super::*;
 
 /// Commands inside the receipt scripts (`receipt_begin.lua`, `receipt_update.lua`) that
-/// `SCRIPT_INTERNAL` does not list: not round trips of the relay either.
-pub(super) const SIGNED_SCRIPT_INTERNAL: &[&str] = &["exists", "lrange", "rpush", "spublish"];
+/// `SCRIPT_INTERNAL` does not list: not round trips of the relay either (`time` reads the
+/// lease's clock, `set` keeps the sealed request beside it).
+pub(super) const SIGNED_SCRIPT_INTERNAL: &[&str] =
+    &["exists", "lrange", "rpush", "set", "spublish", "time"];
 
 /// A pre-signed body older than this is signed again (the relay accepts 5 minutes).
 pub(super) const PREGEN_MAX_AGE_MS: u64 = 240_000;
