@@ -90,6 +90,8 @@ pub struct Delivery {
     pub(super) sender: Sender,
     pub(super) clock: Clock,
     pub(super) settlement: Option<Arc<dyn Settlement>>,
+    /// Admissions whose reply was lost, to roll back ([`super::lost`]).
+    lost: Arc<super::lost::LostAdmissions>,
 }
 
 /// A UUID derived from the alert (SHA-256 of device, collapseId and ciphertext), so every
@@ -173,6 +175,7 @@ impl Delivery {
             sender,
             clock,
             settlement: None,
+            lost: Arc::default(),
         }
     }
 
@@ -231,6 +234,12 @@ impl Delivery {
             store = self.store.kind(),
             decision = tracing::field::Empty
         );
+        // An earlier admission of this alert here got no reply: its forward is undone first,
+        // so this one is not coalesced away as the duplicate of a page never sent.
+        if let Err(e) = self.lost.settle(&self.store, alert).await {
+            tracing::error!(error = %e, "policy store failed");
+            return Outcome::StoreUnavailable;
+        }
         let admitted = self
             .store
             .policy()
@@ -244,6 +253,7 @@ impl Delivery {
             }
             Err(e) => {
                 tracing::error!(error = %e, "policy store failed");
+                self.lost.lost(&self.store, alert, now_ms, &e);
                 return Outcome::StoreUnavailable;
             }
         };

@@ -11,10 +11,13 @@
 //!
 //! Round trips to the store: one on the happy path (the admission); a refusal adds the
 //! rollback (and a dead token's burial), a queued forward adds the hold and the enqueue, an
-//! environment fallback that works adds the remembered environment.
+//! environment fallback that works adds the remembered environment, and an alert whose
+//! admission on this replica got no reply is rolled back before it is admitted again
+//! ([`lost`]).
 
 pub mod alert;
 mod handle;
+mod lost;
 pub mod outcome;
 pub mod retry;
 pub mod settlement;

@@ -114,3 +114,68 @@ async fn reject_mode_answers_503_within_the_timeout() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// With `RELAY_REDIS_FAILURE=reject`, an admission whose reply is lost (`CLIENT PAUSE ...
+/// WRITE` while it is sent, `RELAY_REDIS_TIMEOUT_MS=150`) is answered 503 and Redis runs it
+/// when the pause ends, recording a forward that was never sent. The daemon sends the same
+/// alert again, as the 503 asks: it is forwarded, not coalesced away as that forward's
+/// duplicate, whether the retry reaches another replica a second later (the first replica
+/// has rolled the record back in the background) or the same replica at once (it rolls it
+/// back before admitting). Before, both retries answered `coalesced` and nothing was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_a_lost_admission_reply_is_forwarded() {
+    let redis = RedisServer::start();
+    let replica = || {
+        Harness::with(
+            Options::default()
+                .var("REDIS_URL", &redis.url())
+                .var("RELAY_REDIS_TIMEOUT_MS", "150")
+                .var("RELAY_REDIS_FAILURE", "reject"),
+        )
+    };
+    let (h, other) = (replica().await, replica().await);
+    wait_ready(&h).await;
+    wait_ready(&other).await;
+    // Warm up: the first call loads the script.
+    for r in [&h, &other] {
+        assert_eq!(
+            r.post(&envelope(&device(9999), &id(9999))).await.status,
+            202
+        );
+    }
+    let (a, b) = (envelope(&device(1), &id(1)), envelope(&device(2), &id(2)));
+    redis.cli(&["CLIENT", "PAUSE", "800", "WRITE"]);
+    let paused = Instant::now();
+    for alert in [&a, &b] {
+        let r = h.post(alert).await;
+        assert_eq!(
+            (r.status, r.body.as_str()),
+            (503, r#"{"v":1,"error":"relay state unavailable"}"#)
+        );
+    }
+    assert!(
+        paused.elapsed() < Duration::from_millis(800),
+        "answered during the pause"
+    );
+    // The same replica, as soon as Redis answers again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let again = loop {
+        let r = h.post(&b).await;
+        if r.status == 202 {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "never answered: {}", r.body);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(again.body, r#"{"v":1,"outcome":"forwarded"}"#);
+    // Another replica, after Retry-After.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let r = other.post(&a).await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (202, r#"{"v":1,"outcome":"forwarded"}"#)
+    );
+    assert_eq!(h.prod.received_for(&device(2)).len(), 1);
+    assert_eq!(other.prod.received_for(&device(1)).len(), 1);
+    assert!(h.prod.received_for(&device(1)).is_empty());
+}
