@@ -20,6 +20,7 @@
 //! replica admits again an alert whose admission here got no reply.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,7 +39,12 @@ type Key = (String, String, String);
 /// This replica's admissions whose reply was lost and whose rollback has not been made:
 /// the instants each alert's were asked at.
 #[derive(Debug, Default)]
-pub(super) struct LostAdmissions(Mutex<HashMap<Key, Vec<i64>>>);
+pub(super) struct LostAdmissions {
+    kept: Mutex<HashMap<Key, Vec<i64>>>,
+    /// Whether `kept` holds anything: the request path asks only this while nothing is lost
+    /// (no lock, no allocation).
+    any: AtomicBool,
+}
 
 fn key_of(alert: &Alert) -> Key {
     (
@@ -59,7 +65,7 @@ fn ticket(at_ms: i64) -> Ticket {
 
 impl LostAdmissions {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Vec<i64>>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.kept.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// `alert`'s admission asked at `at_ms` got no reply (`error`): rolled back in the
@@ -81,6 +87,7 @@ impl LostAdmissions {
             let room = kept.len() < MAX_KEPT || kept.contains_key(&key);
             if room {
                 kept.entry(key.clone()).or_default().push(at_ms);
+                self.any.store(true, Ordering::Release);
             }
             room
         };
@@ -129,12 +136,18 @@ impl LostAdmissions {
                 kept.remove(key);
             }
         }
+        if kept.is_empty() {
+            self.any.store(false, Ordering::Release);
+        }
     }
 
     /// Before `alert` is admitted again on this replica: the rollback of its lost admission,
     /// if one is waiting. `Err` when the store does not take it (the alert is then not
     /// admitted either).
     pub(super) async fn settle(&self, store: &Store, alert: &Alert) -> Result<(), StoreError> {
+        if !self.any.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let key = key_of(alert);
         let Some(lost) = self.lock().get(&key).cloned() else {
             return Ok(());
