@@ -7,6 +7,7 @@ use fred::prelude::*;
 use fred::types::scripts::Script;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use super::backend::{Claims, Depth, QueueBackend, Unopened};
 use super::item::{random_u32, Claimed, Fenced, Pending, Sealer, SHARD_CAP};
@@ -37,7 +38,24 @@ pub struct RedisQueue {
     stats: Script,
     /// The shard the next claim takes from (round robin over claims).
     next_shard: AtomicUsize,
+    /// Claims whose reply was lost: they may have run and leased items nobody else will
+    /// claim before the lease ends, so each is asked again (and its items returned) when
+    /// its shard is next claimed from.
+    lost_claims: Mutex<Vec<LostClaim>>,
 }
+
+/// A claim whose reply was lost, as it was sent.
+#[derive(Debug, Clone, Copy)]
+struct LostClaim {
+    shard: usize,
+    base: i64,
+    max: usize,
+    lease_until_ms: i64,
+}
+
+/// Lost claims kept at most (the oldest goes first): each holds at most one batch, which
+/// its lease brings back anyway.
+const LOST_CLAIMS_KEPT: usize = 64;
 
 impl std::fmt::Debug for RedisQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -59,7 +77,12 @@ impl RedisQueue {
             ack: Script::from_lua(include_str!("queue_ack.lua")),
             stats: Script::from_lua(include_str!("queue_stats.lua")),
             next_shard: AtomicUsize::new(0),
+            lost_claims: Mutex::new(Vec::new()),
         }
+    }
+
+    fn lost_claims(&self) -> std::sync::MutexGuard<'_, Vec<LostClaim>> {
+        self.lost_claims.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The seven keys of a shard, in the order the scripts expect.
@@ -86,18 +109,94 @@ impl RedisQueue {
         lease_until_ms: i64,
         max: usize,
     ) -> StoreResult<Claims> {
+        let mut out = Claims::default();
+        // First the claims of this shard whose reply was lost: what they leased is this
+        // replica's to deliver (a reply that did not arrive is not a claim that did not run).
+        let lost: Vec<LostClaim> = {
+            let mut kept = self.lost_claims();
+            kept.retain(|c| c.lease_until_ms > now_ms);
+            let (mine, rest) = kept.drain(..).partition(|c| c.shard == shard);
+            *kept = rest;
+            mine
+        };
+        let mut lost = lost.into_iter();
+        while let Some(c) = lost.next() {
+            if let Err(e) = self
+                .claim_run(
+                    &mut out,
+                    shard,
+                    now_ms,
+                    c.lease_until_ms,
+                    c.max,
+                    c.base,
+                    true,
+                )
+                .await
+            {
+                let mut kept = self.lost_claims();
+                kept.push(c);
+                kept.extend(lost);
+                return if out.items.is_empty() {
+                    Err(e)
+                } else {
+                    Ok(out)
+                };
+            }
+        }
         // 1 to 2^40: the claim's fencing tokens are base + 1 .. base + max.
         let base = (i64::from(random_u32()) << 8 | i64::from(random_u32() & 0xff)) + 1;
+        let wanted = max.saturating_sub(out.items.len());
+        if wanted == 0 {
+            return Ok(out);
+        }
+        match self
+            .claim_run(&mut out, shard, now_ms, lease_until_ms, wanted, base, false)
+            .await
+        {
+            Ok(()) => Ok(out),
+            Err(e) => {
+                let mut kept = self.lost_claims();
+                if kept.len() >= LOST_CLAIMS_KEPT {
+                    kept.remove(0);
+                }
+                kept.push(LostClaim {
+                    shard,
+                    base,
+                    max: wanted,
+                    lease_until_ms,
+                });
+                if out.items.is_empty() {
+                    Err(e)
+                } else {
+                    Ok(out)
+                }
+            }
+        }
+    }
+
+    /// One run of the claim script (`again`: the claim `base` again, after a lost reply),
+    /// its items added to `out`. `Err` only when the script's reply was not read.
+    #[allow(clippy::too_many_arguments)]
+    async fn claim_run(
+        &self,
+        out: &mut Claims,
+        shard: usize,
+        now_ms: i64,
+        lease_until_ms: i64,
+        max: usize,
+        base: i64,
+        again: bool,
+    ) -> StoreResult<()> {
         let args: Vec<Value> = vec![
             now_ms.into(),
             lease_until_ms.into(),
             (max as i64).into(),
             base.into(),
+            if again { "1" } else { "0" }.into(),
         ];
         let reply: Vec<Value> = run(&self.claim, &self.pool, self.keys(shard), args)
             .await
             .map_err(err)?;
-        let mut out = Claims::default();
         for quad in reply.chunks(4) {
             let [id, blob, fence, reference] = quad else {
                 continue;
@@ -113,15 +212,19 @@ impl RedisQueue {
                         shard,
                         "a queued notification cannot be opened: it was sealed under another key (RELAY_QUEUE_KEY or the APNs auth key differs between replicas, or was rotated); moved aside to the queue's aside hash for 7 days, never delivered"
                     );
+                    // Moving it aside may fail (the store stopped answering): the item is
+                    // then claimed again when its lease ends, and set aside then.
+                    if self.finish(&id, fence, true).await.is_err() {
+                        continue;
+                    }
                     out.unopenable += 1;
-                    self.finish(&id, fence, true).await?;
                     if let Some(u) = text(reference).as_deref().and_then(Unopened::parse) {
                         out.set_aside.push(u);
                     }
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The put script: a new item (`fence` 0), a reschedule as the claimer holding `fence`,
