@@ -139,27 +139,10 @@ for b in sealrelay relay-bench bench-intake; do
 done
 
 # --- process bookkeeping: everything started here is stopped here ----------------------
+# shellcheck source=scripts/lib/bench-common.sh
+. "$root/scripts/lib/bench-common.sh"
 pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  sleep 0.3
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT INT TERM
-stop() { # pid: stop one process we started and wait for it
-  kill "$1" 2>/dev/null || true
-  for _ in $(seq 1 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-  kill -9 "$1" 2>/dev/null || true
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_url() { # url
-  for _ in $(seq 1 200); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.05; done
-  log "$1 did not come up"; return 1
-}
-wait_port() { # port
-  for _ in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done
-  log "port $1 did not open"; return 1
-}
+trap stop_all EXIT INT TERM
 RB=$bin/relay-bench
 TOPIC=com.example.cronstable
 SIGNER=ed25519:bench
@@ -182,6 +165,7 @@ apns_port=$(free_port)
 mock_pid=$!; pids+=("$mock_pid")
 wait_port "$apns_port"
 APNS=https://127.0.0.1:$apns_port
+bench_relay_env "$APNS" "$out/apns" "$TOPIC"
 
 start_relay() { # name [redis-url] [admin-socket] -> sets relay_pid, relay_url
   # Without an admin socket the relay gets none (RELAY_ADMIN_SOCKET empty), so replicas
@@ -194,12 +178,7 @@ start_relay() { # name [redis-url] [admin-socket] -> sets relay_pid, relay_url
     RELAY_LISTEN=127.0.0.1:$port RELAY_ADMIN_LISTEN=127.0.0.1:$aport \
     ${redis:+REDIS_URL=$redis} RELAY_ADMIN_SOCKET="$sock" \
     ${mb:+RELAY_APPS=bench:signal RELAY_MAILBOX_MAX_ENVELOPES=100000} \
-    RELAY_REPLICA_NAME="$name" RELAY_LOG_FORMAT=json RUST_LOG=warn \
-    RELAY_IP_RATE_CAPACITY=0 RELAY_RATE_CAPACITY=1000000 RELAY_RATE_REFILL_PER_S=10000 \
-    RELAY_SHUTDOWN_DELAY_S=0 RELAY_SHUTDOWN_GRACE_S=2 \
-    APNS_TEAM_ID=TEAM123456 APNS_KEY_ID=KEY1234567 APNS_TOPIC=$TOPIC \
-    APNS_AUTH_KEY_FILE="$out/apns/AuthKey.p8" APNS_CA_FILE="$out/apns/ca.pem" \
-    APNS_ENVIRONMENT=production APNS_PRODUCTION_URL="$APNS" APNS_SANDBOX_URL="$APNS" \
+    RELAY_REPLICA_NAME="$name" "${BENCH_RELAY_ENV[@]}" \
     "$bin/sealrelay" >"$out/relay-$name.log" 2>&1 &
   relay_pid=$!; pids+=("$relay_pid")
   relay_url=http://127.0.0.1:$port/
