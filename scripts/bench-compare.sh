@@ -14,34 +14,31 @@ old=$1 new=$2 rounds=${3:-3}
 RB=${RELAY_BENCH:-target/release/relay-bench}
 [ -x "$RB" ] || { echo "bench-compare: $RB is missing (cargo build --release -p sealrelay-bench)" >&2; exit 2; }
 work=$(mktemp -d)
+log() { echo "bench-compare: $*" >&2; }
+# shellcheck source=scripts/lib/bench-common.sh
+. scripts/lib/bench-common.sh
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+cleanup() { stop_all; rm -rf "$work"; }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 1 200); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
 rport=$(free_port)
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" --logfile "$work/redis.log" &
 pids+=($!); wait_port "$rport"
 aport=$(free_port)
 "$RB" mock --state-dir "$work/apns" --port "$aport" --max-seconds 1800 >/dev/null 2>"$work/mock.log" &
 pids+=($!); wait_port "$aport"
+bench_relay_env "https://127.0.0.1:$aport" "$work/apns" com.example.cronstable
 run() { # label binary
   local port admin pid
   port=$(free_port); admin=$(free_port)
   env -i PATH="$PATH" RELAY_LISTEN=127.0.0.1:$port RELAY_ADMIN_LISTEN=127.0.0.1:$admin \
-    REDIS_URL=redis://127.0.0.1:$rport RELAY_ADMIN_SOCKET= RUST_LOG=warn \
-    RELAY_IP_RATE_CAPACITY=0 RELAY_RATE_CAPACITY=1000000 RELAY_RATE_REFILL_PER_S=10000 \
-    RELAY_SHUTDOWN_DELAY_S=0 RELAY_SHUTDOWN_GRACE_S=2 \
-    APNS_TEAM_ID=TEAM123456 APNS_KEY_ID=KEY1234567 APNS_TOPIC=com.example.cronstable \
-    APNS_AUTH_KEY_FILE="$work/apns/AuthKey.p8" APNS_CA_FILE="$work/apns/ca.pem" \
-    APNS_ENVIRONMENT=production APNS_PRODUCTION_URL=https://127.0.0.1:$aport \
-    APNS_SANDBOX_URL=https://127.0.0.1:$aport "$2" >"$work/relay.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 200); do curl -fs "http://127.0.0.1:$admin/readyz" >/dev/null 2>&1 && break; sleep 0.05; done
+    REDIS_URL=redis://127.0.0.1:$rport RELAY_ADMIN_SOCKET= "${BENCH_RELAY_ENV[@]}" \
+    "$2" >"$work/relay.log" 2>&1 &
+  pid=$!; pids+=("$pid")
+  wait_url "http://127.0.0.1:$admin/readyz"
   "$RB" load --url "http://127.0.0.1:$port/" --duration 1 --max-requests 2000 --label warmup >/dev/null 2>&1 || true
   "$RB" load --url "http://127.0.0.1:$port/" --duration 8 --max-requests 400000 \
     --pid "relay=$pid" --label "$1" --out "$work/results.jsonl" >/dev/null
-  kill "$pid"; wait "$pid" 2>/dev/null || true
+  stop "$pid"
   redis-cli -p "$rport" FLUSHALL >/dev/null
 }
 for r in $(seq 1 "$rounds"); do

@@ -41,12 +41,12 @@ pub struct RedisQueue {
     /// Claims whose reply was lost: they may have run and leased items nobody else will
     /// claim before the lease ends, so each is asked again (and its items returned) when
     /// its shard is next claimed from.
-    lost_claims: Mutex<Vec<LostClaim>>,
+    lost_claims: Mutex<Vec<ClaimSent>>,
 }
 
-/// A claim whose reply was lost, as it was sent.
+/// A claim as it was sent (kept, when its reply was lost, to be asked again).
 #[derive(Debug, Clone, Copy)]
-struct LostClaim {
+struct ClaimSent {
     shard: usize,
     base: i64,
     max: usize,
@@ -81,7 +81,7 @@ impl RedisQueue {
         }
     }
 
-    fn lost_claims(&self) -> std::sync::MutexGuard<'_, Vec<LostClaim>> {
+    fn lost_claims(&self) -> std::sync::MutexGuard<'_, Vec<ClaimSent>> {
         self.lost_claims.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -112,7 +112,7 @@ impl RedisQueue {
         let mut out = Claims::default();
         // First the claims of this shard whose reply was lost: what they leased is this
         // replica's to deliver (a reply that did not arrive is not a claim that did not run).
-        let lost: Vec<LostClaim> = {
+        let lost: Vec<ClaimSent> = {
             let mut kept = self.lost_claims();
             kept.retain(|c| c.lease_until_ms > now_ms);
             let (mine, rest) = kept.drain(..).partition(|c| c.shard == shard);
@@ -121,77 +121,53 @@ impl RedisQueue {
         };
         let mut lost = lost.into_iter();
         while let Some(c) = lost.next() {
-            if let Err(e) = self
-                .claim_run(
-                    &mut out,
-                    shard,
-                    now_ms,
-                    c.lease_until_ms,
-                    c.max,
-                    c.base,
-                    true,
-                )
-                .await
-            {
+            if let Err(e) = self.claim_run(&mut out, c, now_ms, true).await {
                 let mut kept = self.lost_claims();
                 kept.push(c);
                 kept.extend(lost);
-                return if out.items.is_empty() {
-                    Err(e)
-                } else {
-                    Ok(out)
-                };
+                return what_was_claimed(out, e);
             }
         }
-        // 1 to 2^40: the claim's fencing tokens are base + 1 .. base + max.
-        let base = (i64::from(random_u32()) << 8 | i64::from(random_u32() & 0xff)) + 1;
         let wanted = max.saturating_sub(out.items.len());
         if wanted == 0 {
             return Ok(out);
         }
-        match self
-            .claim_run(&mut out, shard, now_ms, lease_until_ms, wanted, base, false)
-            .await
-        {
+        let sent = ClaimSent {
+            shard,
+            // 1 to 2^40: the claim's fencing tokens are base + 1 .. base + max.
+            base: (i64::from(random_u32()) << 8 | i64::from(random_u32() & 0xff)) + 1,
+            max: wanted,
+            lease_until_ms,
+        };
+        match self.claim_run(&mut out, sent, now_ms, false).await {
             Ok(()) => Ok(out),
             Err(e) => {
                 let mut kept = self.lost_claims();
                 if kept.len() >= LOST_CLAIMS_KEPT {
                     kept.remove(0);
                 }
-                kept.push(LostClaim {
-                    shard,
-                    base,
-                    max: wanted,
-                    lease_until_ms,
-                });
-                if out.items.is_empty() {
-                    Err(e)
-                } else {
-                    Ok(out)
-                }
+                kept.push(sent);
+                what_was_claimed(out, e)
             }
         }
     }
 
-    /// One run of the claim script (`again`: the claim `base` again, after a lost reply),
-    /// its items added to `out`. `Err` only when the script's reply was not read.
-    #[allow(clippy::too_many_arguments)]
+    /// One run of the claim script for `c` (`again`: asked again after its reply was lost),
+    /// its items added to `out`. `Err` only when the script's reply was not read, so
+    /// nothing was added.
     async fn claim_run(
         &self,
         out: &mut Claims,
-        shard: usize,
+        c: ClaimSent,
         now_ms: i64,
-        lease_until_ms: i64,
-        max: usize,
-        base: i64,
         again: bool,
     ) -> StoreResult<()> {
+        let shard = c.shard;
         let args: Vec<Value> = vec![
             now_ms.into(),
-            lease_until_ms.into(),
-            (max as i64).into(),
-            base.into(),
+            c.lease_until_ms.into(),
+            (c.max as i64).into(),
+            c.base.into(),
             if again { "1" } else { "0" }.into(),
         ];
         let reply: Vec<Value> = run(&self.claim, &self.pool, self.keys(shard), args)
@@ -213,7 +189,9 @@ impl RedisQueue {
                         "a queued notification cannot be opened: it was sealed under another key (RELAY_QUEUE_KEY or the APNs auth key differs between replicas, or was rotated); moved aside to the queue's aside hash for 7 days, never delivered"
                     );
                     // Moving it aside may fail (the store stopped answering): the item is
-                    // then claimed again when its lease ends, and set aside then.
+                    // then claimed again when its lease ends, and set aside then. Not an
+                    // `Err` of the claim: items opened above would come back from the claim
+                    // asked again and be delivered twice.
                     if self.finish(&id, fence, true).await.is_err() {
                         continue;
                     }
@@ -329,6 +307,16 @@ impl QueueBackend for RedisQueue {
             total.aside += get(2) as usize;
         }
         Ok(total)
+    }
+}
+
+/// What a claim hands its caller when one of its runs got no reply: the items claimed
+/// before it, or the error when there are none.
+fn what_was_claimed(out: Claims, e: StoreError) -> StoreResult<Claims> {
+    if out.items.is_empty() {
+        Err(e)
+    } else {
+        Ok(out)
     }
 }
 
