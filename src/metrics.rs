@@ -14,6 +14,7 @@ use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 mod families;
+mod hot;
 mod process;
 
 pub use families::*;
@@ -201,8 +202,19 @@ pub fn status_label(status: u16) -> &'static str {
 
 /// One finished intake request.
 pub fn intake(outcome: &'static str, status: u16, elapsed: Duration) {
-    counter!(INTAKE_REQUESTS, "outcome" => outcome, "status" => status_label(status)).increment(1);
-    histogram!(INTAKE_DURATION, "outcome" => outcome).record(elapsed.as_secs_f64());
+    let status = status_label(status);
+    hot::counter(
+        INTAKE_REQUESTS,
+        &[outcome, status],
+        || counter!(INTAKE_REQUESTS, "outcome" => outcome, "status" => status),
+        |c| c.increment(1),
+    );
+    hot::histogram(
+        INTAKE_DURATION,
+        &[outcome],
+        || histogram!(INTAKE_DURATION, "outcome" => outcome),
+        |h| h.record(elapsed.as_secs_f64()),
+    );
 }
 
 /// One APNs exchange: `status` 0 when unreachable, `reason` already bounded.
@@ -212,13 +224,29 @@ pub fn apns_request(
     reason: &'static str,
     elapsed: Duration,
 ) {
-    counter!(APNS_REQUESTS, "environment" => environment, "status" => status_label(status), "reason" => reason).increment(1);
-    histogram!(APNS_DURATION, "environment" => environment).record(elapsed.as_secs_f64());
+    let status = status_label(status);
+    hot::counter(
+        APNS_REQUESTS,
+        &[environment, status, reason],
+        || counter!(APNS_REQUESTS, "environment" => environment, "status" => status, "reason" => reason),
+        |c| c.increment(1),
+    );
+    hot::histogram(
+        APNS_DURATION,
+        &[environment],
+        || histogram!(APNS_DURATION, "environment" => environment),
+        |h| h.record(elapsed.as_secs_f64()),
+    );
 }
 
 /// One store operation.
 pub fn store_op(op: &'static str, elapsed: Duration, ok: bool) {
-    histogram!(STORE_DURATION, "op" => op).record(elapsed.as_secs_f64());
+    hot::histogram(
+        STORE_DURATION,
+        &[op],
+        || histogram!(STORE_DURATION, "op" => op),
+        |h| h.record(elapsed.as_secs_f64()),
+    );
     if !ok {
         counter!(STORE_ERRORS, "op" => op).increment(1);
     }
@@ -289,13 +317,28 @@ pub fn fanout_moved() {
 
 /// One fan-out message arrived this long after it was published.
 pub fn fanout_delay(d: Duration) {
-    histogram!(FANOUT_DELAY).record(d.as_secs_f64());
+    hot::histogram(
+        FANOUT_DELAY,
+        &[],
+        || histogram!(FANOUT_DELAY),
+        |h| h.record(d.as_secs_f64()),
+    );
 }
 
 /// One answered signed-push API request.
 pub fn signed_request(route: &'static str, code: &'static str, elapsed: Duration) {
-    counter!(SIGNED_REQUESTS, "route" => route, "code" => code).increment(1);
-    histogram!(SIGNED_DURATION, "route" => route).record(elapsed.as_secs_f64());
+    hot::counter(
+        SIGNED_REQUESTS,
+        &[route, code],
+        || counter!(SIGNED_REQUESTS, "route" => route, "code" => code),
+        |c| c.increment(1),
+    );
+    hot::histogram(
+        SIGNED_DURATION,
+        &[route],
+        || histogram!(SIGNED_DURATION, "route" => route),
+        |h| h.record(elapsed.as_secs_f64()),
+    );
 }
 
 /// One signature checked.
@@ -426,20 +469,42 @@ fn frame_result(relayed: bool) -> &'static str {
 
 /// A signal frame from a client: relayed (the other side was there) or dropped.
 pub fn signal_frame(relayed: bool, bytes: usize) {
-    counter!(SIGNAL_FRAMES, "result" => frame_result(relayed)).increment(1);
+    let result = frame_result(relayed);
+    hot::counter(
+        SIGNAL_FRAMES,
+        &[result],
+        || counter!(SIGNAL_FRAMES, "result" => result),
+        |c| c.increment(1),
+    );
     if relayed {
-        counter!(SIGNAL_BYTES).increment(bytes as u64);
+        hot::counter(
+            SIGNAL_BYTES,
+            &[],
+            || counter!(SIGNAL_BYTES),
+            |c| c.increment(bytes as u64),
+        );
     }
 }
 
 /// A frame's delay from the sending side's replica to the receiving side's.
 pub fn signal_frame_delay(d: Duration) {
-    histogram!(SIGNAL_FRAME_DELAY).record(d.as_secs_f64());
+    hot::histogram(
+        SIGNAL_FRAME_DELAY,
+        &[],
+        || histogram!(SIGNAL_FRAME_DELAY),
+        |h| h.record(d.as_secs_f64()),
+    );
 }
 
 /// One finished mailbox request.
 pub fn mailbox_request(route: &'static str, status: u16) {
-    counter!(MAILBOX_REQUESTS, "route" => route, "status" => status_label(status)).increment(1);
+    let status = status_label(status);
+    hot::counter(
+        MAILBOX_REQUESTS,
+        &[route, status],
+        || counter!(MAILBOX_REQUESTS, "route" => route, "status" => status),
+        |c| c.increment(1),
+    );
 }
 
 /// One mailbox request over its bucket.
@@ -534,14 +599,14 @@ pub struct InflightGuard(());
 impl InflightGuard {
     /// Counts one request in.
     pub fn enter() -> Self {
-        gauge!(INFLIGHT).increment(1.0);
+        hot::gauge(INFLIGHT, &[], || gauge!(INFLIGHT), |g| g.increment(1.0));
         InflightGuard(())
     }
 }
 
 impl Drop for InflightGuard {
     fn drop(&mut self) {
-        gauge!(INFLIGHT).decrement(1.0);
+        hot::gauge(INFLIGHT, &[], || gauge!(INFLIGHT), |g| g.decrement(1.0));
     }
 }
 
