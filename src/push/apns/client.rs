@@ -59,6 +59,9 @@ pub struct ApnsClient {
     http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     token: ProviderToken,
     topic: String,
+    /// `topic` as a header value, made once (`None`: it cannot be one, and every request
+    /// without a topic of its own is refused).
+    topic_header: Option<hyper::header::HeaderValue>,
     production_url: String,
     sandbox_url: String,
     timeout: Duration,
@@ -112,6 +115,7 @@ impl ApnsClient {
             http: client,
             token,
             topic: settings.topic.clone(),
+            topic_header: hyper::header::HeaderValue::from_str(&settings.topic).ok(),
             production_url: settings.production_url.clone(),
             sandbox_url: settings.sandbox_url.clone(),
             timeout: settings.request_timeout,
@@ -138,6 +142,49 @@ impl ApnsClient {
         reply
     }
 
+    /// The request for `m` to `env`, with the provider token `jwt`; `None` when a value
+    /// cannot be carried in a header. The header names are the `http` crate's constants
+    /// (nothing parsed per request) and the numbers are written without a `String`.
+    fn request(
+        &self,
+        env: Environment,
+        m: &Notification,
+        jwt: &str,
+    ) -> Option<Request<Full<Bytes>>> {
+        use hyper::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+        const TOPIC: HeaderName = HeaderName::from_static("apns-topic");
+        const PUSH_TYPE: HeaderName = HeaderName::from_static("apns-push-type");
+        const PRIORITY: HeaderName = HeaderName::from_static("apns-priority");
+        const EXPIRATION: HeaderName = HeaderName::from_static("apns-expiration");
+        const ID: HeaderName = HeaderName::from_static("apns-id");
+        const COLLAPSE_ID: HeaderName = HeaderName::from_static("apns-collapse-id");
+        let uri = format!("{}/3/device/{}", self.base(env), m.to.expose());
+        let mut request = Request::new(Full::new(render(m)));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = hyper::Uri::try_from(uri).ok()?;
+        let h = request.headers_mut();
+        h.reserve(8);
+        // The provider token, sensitive (never indexed by HPACK). A JWT is base64url and dots,
+        // so it always fits a header; were it not to, APNs answers 403 MissingProviderToken.
+        if let Some(authorization) = crate::push::tls::authorization("bearer", jwt) {
+            h.insert(AUTHORIZATION, authorization);
+        }
+        let topic = match m.topic.as_deref() {
+            Some(t) => HeaderValue::from_str(t).ok()?,
+            None => self.topic_header.clone()?,
+        };
+        h.insert(TOPIC, topic);
+        h.insert(PUSH_TYPE, HeaderValue::from_static(push_type(m.kind)));
+        h.insert(PRIORITY, HeaderValue::from(u16::from(priority(m.priority))));
+        h.insert(EXPIRATION, HeaderValue::from(m.expiration_s));
+        h.insert(ID, HeaderValue::from_str(&m.id).ok()?);
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(c) = &m.collapse_key {
+            h.insert(COLLAPSE_ID, HeaderValue::from_str(c).ok()?);
+        }
+        Some(request)
+    }
+
     async fn attempt(
         &self,
         env: Environment,
@@ -152,24 +199,7 @@ impl ApnsClient {
             return (unreachable, None);
         }
         let jwt = self.token.get((self.clock.now_ms() / 1000).max(0) as u64);
-        let uri = format!("{}/3/device/{}", self.base(env), m.to.expose());
-        let mut request = Request::builder().method(Method::POST).uri(uri);
-        // The provider token, sensitive (never indexed by HPACK). A JWT is base64url and dots,
-        // so it always fits a header; were it not to, APNs answers 403 MissingProviderToken.
-        if let Some(authorization) = crate::push::tls::authorization("bearer", &jwt) {
-            request = request.header("authorization", authorization);
-        }
-        request = request
-            .header("apns-topic", m.topic.as_deref().unwrap_or(&self.topic))
-            .header("apns-push-type", push_type(m.kind))
-            .header("apns-priority", priority(m.priority).to_string())
-            .header("apns-expiration", m.expiration_s.to_string())
-            .header("apns-id", &m.id)
-            .header("content-type", "application/json");
-        if let Some(c) = &m.collapse_key {
-            request = request.header("apns-collapse-id", c);
-        }
-        let Ok(request) = request.body(Full::new(render(m))) else {
+        let Some(request) = self.request(env, m, &jwt) else {
             // A header the request cannot carry: this request cannot succeed.
             let refused = Verdict {
                 class: VerdictClass::Rejected,
