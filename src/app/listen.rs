@@ -7,19 +7,52 @@
 //! progress for the stall limit fails, and the connection with it, so a client that stops
 //! reading (an event stream's, a socket's) cannot hold it and what it pins.
 //!
+//! `POST /` (protocol v1, by far the busiest route) is answered before the router
+//! ([`Busiest`]): the same handler the router would call, without the router's clone, path
+//! match, boxed service and extensions on every request.
+//!
 //! hyper-util's `GracefulShutdown` does not watch an HTTP/1 connection with upgrades, so
 //! this does what it does: every connection holds a receiver of one watch channel; at stop
 //! each is told to finish its current request and close, and the listener waits until
 //! every receiver is gone.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+/// The route served before the router: `POST /` with the v1 front-end that answers it (the
+/// router's own route for it, `crate::v1::intake::routes`, answers the same).
+pub(super) struct Busiest(pub(super) Arc<crate::v1::V1>);
+
+impl Busiest {
+    /// Whether `req` is `POST /`.
+    fn takes<B>(req: &hyper::Request<B>) -> bool {
+        req.method() == hyper::Method::POST && req.uri().path() == "/"
+    }
+
+    /// Answers `req` as the router would: its credential headers marked sensitive (the
+    /// router's layer, `super::sensitive_headers`), then the v1 intake.
+    async fn answer(
+        v1: Arc<crate::v1::V1>,
+        mut req: axum::extract::Request,
+    ) -> Result<axum::response::Response, std::convert::Infallible> {
+        for name in super::SENSITIVE_HEADERS {
+            if let axum::http::header::Entry::Occupied(mut e) = req.headers_mut().entry(name) {
+                for v in e.iter_mut() {
+                    v.set_sensitive(true);
+                }
+            }
+        }
+        Ok(crate::v1::intake::intake(axum::extract::State(v1), req).await)
+    }
+}
+
 pub(super) async fn serve_public(
     listener: TcpListener,
     app: axum::Router,
+    busiest: Busiest,
     header_timeout: Duration,
     write_stall: Duration,
     mut stop: watch::Receiver<bool>,
@@ -46,11 +79,18 @@ pub(super) async fn serve_public(
         };
         let _ = tcp.set_nodelay(true);
         let app = app.clone();
+        let v1 = busiest.0.clone();
         let svc =
             hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                use futures_util::future::Either;
                 req.extensions_mut()
                     .insert(axum::extract::ConnectInfo(peer));
-                app.clone().oneshot(req.map(axum::body::Body::new))
+                let req = req.map(axum::body::Body::new);
+                if Busiest::takes(&req) {
+                    Either::Left(Busiest::answer(v1.clone(), req))
+                } else {
+                    Either::Right(app.clone().oneshot(req))
+                }
             });
         let conn = http
             .serve_connection(TokioIo::new(WriteDeadline::new(tcp, write_stall)), svc)

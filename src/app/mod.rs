@@ -323,11 +323,14 @@ impl App {
 /// (signed reads, mailbox bearers, the admin token) and `Sec-WebSocket-Protocol` (a
 /// browser's mailbox bearer).
 fn sensitive_headers() -> tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer {
-    tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer::new([
-        axum::http::header::AUTHORIZATION,
-        axum::http::header::SEC_WEBSOCKET_PROTOCOL,
-    ])
+    tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer::new(SENSITIVE_HEADERS)
 }
+
+/// The headers [`sensitive_headers`] marks.
+const SENSITIVE_HEADERS: [axum::http::HeaderName; 2] = [
+    axum::http::header::AUTHORIZATION,
+    axum::http::header::SEC_WEBSOCKET_PROTOCOL,
+];
 
 /// Binds both listeners and serves in the background.
 pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
@@ -421,6 +424,7 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
     let public = listen::serve_public(
         listener,
         app.public_router(),
+        listen::Busiest(app.v1.clone()),
         header_timeout,
         write_stall,
         stop_rx.clone(),
