@@ -130,14 +130,22 @@ fn main() -> ExitCode {
         })
         .collect();
 
-    let runtime = || {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| {
-                eprintln!("sealrelay: cannot start the async runtime: {e}");
-                ExitCode::FAILURE
-            })
+    // `threads`: `None` one worker per core, `Some(1)` one thread for everything (no work
+    // stealing, no wake-ups across threads), `Some(n)` n workers.
+    let runtime = |threads: Option<usize>| {
+        let mut builder = match threads {
+            Some(1) => tokio::runtime::Builder::new_current_thread(),
+            Some(n) => {
+                let mut b = tokio::runtime::Builder::new_multi_thread();
+                b.worker_threads(n);
+                b
+            }
+            None => tokio::runtime::Builder::new_multi_thread(),
+        };
+        builder.enable_all().build().map_err(|e| {
+            eprintln!("sealrelay: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        })
     };
 
     // A client subcommand ends here; the server's carry settings of their own, over those
@@ -147,7 +155,7 @@ fn main() -> ExitCode {
         Some(Command::Serve(sub)) => (false, sub.over(&server)),
         Some(Command::CheckConfig(sub)) => (true, sub.over(&server)),
         Some(Command::Client(command)) => {
-            return match runtime() {
+            return match runtime(None) {
                 Ok(r) => client(command, &server.values(), &r),
                 Err(code) => code,
             }
@@ -162,10 +170,6 @@ fn main() -> ExitCode {
         }
     }
     let lookup = move |name: &str| values.get(name).cloned();
-    let runtime = match runtime() {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
 
     let unknown = if check_only {
         UnknownVars::Refuse
@@ -187,6 +191,10 @@ fn main() -> ExitCode {
         println!("{}", cfg.summary());
         return ExitCode::SUCCESS;
     }
+    let runtime = match runtime(cfg.worker_threads()) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
 
     match runtime.block_on(sealrelay::app::serve(cfg)) {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,4 +1,5 @@
-//! Listeners and drain: `RELAY_LISTEN`, `RELAY_ADMIN_LISTEN`, `RELAY_SHUTDOWN_*`. These
+//! Listeners, drain and the runtime's threads: `RELAY_LISTEN`, `RELAY_ADMIN_LISTEN`,
+//! `RELAY_SHUTDOWN_*`, `RELAY_WORKER_THREADS`. These
 //! belong to the wiring (`app`), which reads the configuration rather than owning a
 //! settings type, so the section's type lives here.
 
@@ -19,6 +20,8 @@ pub(crate) struct Listen {
     pub shutdown_delay: Duration,
     /// Then wait at most this long for in-flight requests.
     pub shutdown_grace: Duration,
+    /// Threads of the async runtime (`RELAY_WORKER_THREADS`); `None`: one per core.
+    pub worker_threads: Option<usize>,
 }
 
 pub(super) fn read(r: &mut Reader<'_>) -> Listen {
@@ -27,5 +30,9 @@ pub(super) fn read(r: &mut Reader<'_>) -> Listen {
         admin_listen: r.addr(&RELAY_ADMIN_LISTEN),
         shutdown_delay: Duration::from_secs(r.int(&RELAY_SHUTDOWN_DELAY_S)),
         shutdown_grace: Duration::from_secs(r.int(&RELAY_SHUTDOWN_GRACE_S)),
+        worker_threads: match r.set(&RELAY_WORKER_THREADS) {
+            Some(_) => Some(r.int(&RELAY_WORKER_THREADS) as usize),
+            None => None,
+        },
     }
 }

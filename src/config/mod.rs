@@ -232,6 +232,12 @@ impl Config {
         out
     }
 
+    /// Threads of the async runtime (`RELAY_WORKER_THREADS`): `None` for one per core, `1`
+    /// for a single-threaded runtime.
+    pub fn worker_threads(&self) -> Option<usize> {
+        self.app.worker_threads
+    }
+
     /// The flag for a variable: `RELAY_LISTEN` -> `relay-listen`.
     pub fn flag_name(var: &str) -> String {
         var.to_ascii_lowercase().replace('_', "-")

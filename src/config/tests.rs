@@ -32,6 +32,19 @@ fn defaults_are_valid_and_match_design() {
     assert!(matches!(c.delivery, Delivery::Unconfigured));
 }
 
+/// Unset, the runtime has a worker per core; set, the count given (1: one thread).
+#[test]
+fn worker_threads_are_one_per_core_unless_given() {
+    assert_eq!(load(&[]).unwrap().worker_threads(), None);
+    let c = load(&[("RELAY_WORKER_THREADS", "1")]).unwrap();
+    assert_eq!(c.worker_threads(), Some(1));
+    let e = errors(&[("RELAY_WORKER_THREADS", "0")]);
+    assert!(
+        e.contains("RELAY_WORKER_THREADS=\"0\"") && e.contains("an integer from 1 to 1024"),
+        "{e}"
+    );
+}
+
 #[test]
 fn bad_values_name_the_variable_and_what_is_allowed() {
     let e = errors(&[("RELAY_DEDUP_WINDOW_S", "soon")]);

@@ -189,6 +189,8 @@ vars! {
         "`degrade`: on a Redis error or timeout this replica decides on its in-process store until Redis answers again; `reject`: answer 503 `relay state unavailable` with `Retry-After`.";
     RELAY_TOMBSTONE_TTL_S, Policy, Some("86400"), Int(0, 2_592_000),
         "How long a token APNs rejected for good (`Unregistered`, `ExpiredToken`, `BadDeviceToken` on every environment tried) is answered 410 without calling APNs (0 disables).";
+    RELAY_WORKER_THREADS, Listen, None, Int(1, 1024),
+        "Threads of the relay's async runtime; unset, one per core. `1` runs the relay on one thread (a single-threaded runtime), which spends less CPU per request where a replica has about one core: scale out with replicas of one core each rather than threads.";
     RELAY_MAX_INFLIGHT, Listen, Some("1024"), Int(1, 1_000_000),
         "Intake requests (v1 `POST /` and `POST /v2/pushes`) processed at once; beyond it requests get 503 (`relay overloaded`, `/v2`: `unavailable`) with `Retry-After`.";
     RELAY_IP_RATE_CAPACITY, Listen, Some("600"), Int(0, 1_000_000),

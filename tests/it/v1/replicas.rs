@@ -162,6 +162,15 @@ async fn three_replicas_on_one_redis() {
     }
 }
 
+/// The same decisions from replicas that each run on one thread (`RELAY_WORKER_THREADS=1`,
+/// a single-threaded runtime).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_single_threaded_replicas_on_one_redis() {
+    let redis = RedisServer::start();
+    let s = Arc::new(setup_with(&redis.url(), &[("RELAY_WORKER_THREADS", "1")]).await);
+    scenario(s.clone(), &(0..20).collect::<Vec<_>>()).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_on_a_redis_cluster() {
     let cluster = RedisCluster::start();
