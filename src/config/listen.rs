@@ -30,9 +30,8 @@ pub(super) fn read(r: &mut Reader<'_>) -> Listen {
         admin_listen: r.addr(&RELAY_ADMIN_LISTEN),
         shutdown_delay: Duration::from_secs(r.int(&RELAY_SHUTDOWN_DELAY_S)),
         shutdown_grace: Duration::from_secs(r.int(&RELAY_SHUTDOWN_GRACE_S)),
-        worker_threads: match r.set(&RELAY_WORKER_THREADS) {
-            Some(_) => Some(r.int(&RELAY_WORKER_THREADS) as usize),
-            None => None,
-        },
+        worker_threads: r
+            .set(&RELAY_WORKER_THREADS)
+            .map(|_| r.int(&RELAY_WORKER_THREADS) as usize),
     }
 }
