@@ -65,7 +65,11 @@ where
 /// never indexes it and no debug print of the request shows it; `None` when the token has
 /// bytes a header cannot carry.
 pub fn authorization(scheme: &str, token: &str) -> Option<hyper::header::HeaderValue> {
-    let mut value = hyper::header::HeaderValue::from_str(&format!("{scheme} {token}")).ok()?;
+    let mut text = String::with_capacity(scheme.len() + 1 + token.len());
+    text.push_str(scheme);
+    text.push(' ');
+    text.push_str(token);
+    let mut value = hyper::header::HeaderValue::try_from(text).ok()?;
     value.set_sensitive(true);
     Some(value)
 }

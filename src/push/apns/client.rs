@@ -49,6 +49,9 @@ pub struct Settings {
     pub request_timeout: Duration,
 }
 
+/// The path of a device's notifications, before its token.
+const DEVICE_PATH: &str = "/3/device/";
+
 /// HTTP/2 PING interval on idle connections.
 pub const PING_INTERVAL: Duration = Duration::from_secs(60);
 /// A connection whose PING is not answered within this is closed.
@@ -158,7 +161,11 @@ impl ApnsClient {
         const EXPIRATION: HeaderName = HeaderName::from_static("apns-expiration");
         const ID: HeaderName = HeaderName::from_static("apns-id");
         const COLLAPSE_ID: HeaderName = HeaderName::from_static("apns-collapse-id");
-        let uri = format!("{}/3/device/{}", self.base(env), m.to.expose());
+        let (base, token) = (self.base(env), m.to.expose());
+        let mut uri = String::with_capacity(base.len() + DEVICE_PATH.len() + token.len());
+        uri.push_str(base);
+        uri.push_str(DEVICE_PATH);
+        uri.push_str(token);
         let mut request = Request::new(Full::new(render(m)));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = hyper::Uri::try_from(uri).ok()?;

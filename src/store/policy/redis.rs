@@ -46,10 +46,19 @@ static SCRIPTS: std::sync::LazyLock<Scripts> = std::sync::LazyLock::new(|| Scrip
     client: with_gcra(include_str!("admission_client.lua")),
 });
 
+/// What a device's tombstone key adds to its state key.
+const DEAD_SUFFIX: &str = ":dead";
+
 impl RedisStore {
-    /// The device's key.
+    /// The device's key (room left for the tombstone's suffix, which is made from it).
     pub fn key(&self, device: &DeviceToken) -> String {
-        format!("{}{{{}}}", self.prefix, device.store_key())
+        let tag = device.store_key();
+        let mut key = String::with_capacity(self.prefix.len() + tag.len() + 2 + DEAD_SUFFIX.len());
+        key.push_str(&self.prefix);
+        key.push('{');
+        key.push_str(&tag);
+        key.push('}');
+        key
     }
 
     /// The device's tombstone key (same hash tag as its state).
@@ -58,7 +67,10 @@ impl RedisStore {
     }
 
     fn dead_key_of(state_key: &str) -> String {
-        format!("{state_key}:dead")
+        let mut key = String::with_capacity(state_key.len() + DEAD_SUFFIX.len());
+        key.push_str(state_key);
+        key.push_str(DEAD_SUFFIX);
+        key
     }
 
     /// Both keys the admission touches, hashing the token once.
