@@ -157,13 +157,13 @@ for s in "${surfaces[@]}"; do
   perf_pid=$!; pids+=("$perf_pid")
   sleep 0.5
   load "$s" "$DURATION" "profiled-$s"
-  kill -INT "$perf_pid"; wait "$perf_pid" || true
+  kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" || true
   log "$s: the same load with its system calls counted"
   perf stat -x, -o "$out/syscalls-$s.csv" -p "$relay_pid" -e "$SYSCALL_EVENTS" 2>/dev/null &
   stat_pid=$!; pids+=("$stat_pid")
   sleep 0.5
   load "$s" "$DURATION" "counted-$s"
-  kill -INT "$stat_pid"; wait "$stat_pid" || true
+  kill -INT "$stat_pid" 2>/dev/null || true; wait "$stat_pid" || true
   stop "$relay_pid"
   log "$s: stacks and flame graph"
   perf script -i "$out/perf-$s.data" 2>/dev/null \
