@@ -10,6 +10,11 @@
 //! The maps are keyed by the addresses and lengths of the metric name and label values:
 //! they are `&'static str` drawn from bounded sets, so each map stays bounded too (a value
 //! spelled at two addresses takes two entries, which name the same series).
+//!
+//! A kept handle is the one the recorder in effect gave the first time: on a thread that
+//! has already recorded a series, a local recorder installed later
+//! (`metrics::with_local_recorder`, in tests) does not see that series. A test with its own
+//! recorder records on a thread of its own (as this module's test does).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
