@@ -22,6 +22,14 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+/// The headers marked sensitive on every request (by the routers' layer, `super::
+/// sensitive_headers`, and by [`Busiest`]): `Authorization` (signed reads, mailbox bearers,
+/// the admin token) and `Sec-WebSocket-Protocol` (a browser's mailbox bearer).
+pub(super) const SENSITIVE_HEADERS: [axum::http::HeaderName; 2] = [
+    axum::http::header::AUTHORIZATION,
+    axum::http::header::SEC_WEBSOCKET_PROTOCOL,
+];
+
 /// The route served before the router: `POST /` with the v1 front-end that answers it (the
 /// router's own route for it, `crate::v1::intake::routes`, answers the same).
 pub(super) struct Busiest(pub(super) Arc<crate::v1::V1>);
@@ -33,12 +41,12 @@ impl Busiest {
     }
 
     /// Answers `req` as the router would: its credential headers marked sensitive (the
-    /// router's layer, `super::sensitive_headers`), then the v1 intake.
+    /// router's layer), then the v1 intake.
     async fn answer(
         v1: Arc<crate::v1::V1>,
         mut req: axum::extract::Request,
     ) -> Result<axum::response::Response, std::convert::Infallible> {
-        for name in super::SENSITIVE_HEADERS {
+        for name in SENSITIVE_HEADERS {
             if let axum::http::header::Entry::Occupied(mut e) = req.headers_mut().entry(name) {
                 for v in e.iter_mut() {
                     v.set_sensitive(true);

@@ -323,14 +323,8 @@ impl App {
 /// (signed reads, mailbox bearers, the admin token) and `Sec-WebSocket-Protocol` (a
 /// browser's mailbox bearer).
 fn sensitive_headers() -> tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer {
-    tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer::new(SENSITIVE_HEADERS)
+    tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer::new(listen::SENSITIVE_HEADERS)
 }
-
-/// The headers [`sensitive_headers`] marks.
-const SENSITIVE_HEADERS: [axum::http::HeaderName; 2] = [
-    axum::http::header::AUTHORIZATION,
-    axum::http::header::SEC_WEBSOCKET_PROTOCOL,
-];
 
 /// Binds both listeners and serves in the background.
 pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {

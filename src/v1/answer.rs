@@ -138,6 +138,20 @@ impl Answer {
     }
 
     /// The JSON body of the answer, in the reference relay's shape.
+    /// The body of the answers every request of a healthy relay gets, as written bytes: no
+    /// JSON value is built for them ([`Answer::body`] gives the same text).
+    fn fixed_body(&self) -> Option<&'static str> {
+        match self {
+            Answer::Delivered(Outcome::Forwarded | Outcome::DryRun) => {
+                Some(r#"{"v":1,"outcome":"forwarded"}"#)
+            }
+            Answer::Delivered(Outcome::Coalesced) => Some(r#"{"v":1,"outcome":"coalesced"}"#),
+            Answer::Delivered(Outcome::Suppressed) => Some(r#"{"v":1,"outcome":"suppressed"}"#),
+            Answer::Delivered(Outcome::Queued) => Some(r#"{"v":1,"outcome":"queued"}"#),
+            _ => None,
+        }
+    }
+
     pub(crate) fn body(&self) -> Value {
         let error = |text: &str| json!({"v": 1, "error": text});
         let rejected = |reason: &str| json!({"v": 1, "error": "device token rejected by APNs", "reason": reason});
@@ -225,7 +239,10 @@ impl Answer {
 
 /// Renders an answer: its status, JSON body and `Retry-After`.
 pub(crate) fn respond(outcome: &Answer) -> Response {
-    let mut resp = (outcome.status(), outcome.body().to_string()).into_response();
+    let mut resp = match outcome.fixed_body() {
+        Some(text) => (outcome.status(), text).into_response(),
+        None => (outcome.status(), outcome.body().to_string()).into_response(),
+    };
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
@@ -252,6 +269,23 @@ mod tests {
 
     fn apns(status: u16, reason: &str) -> Answer {
         Answer::Delivered(Outcome::of(classify(status, Some(parse(reason)))))
+    }
+
+    /// The written bodies are the JSON bodies, byte for byte.
+    #[test]
+    fn fixed_bodies_are_the_json_bodies() {
+        let fixed = [
+            Outcome::Forwarded,
+            Outcome::DryRun,
+            Outcome::Coalesced,
+            Outcome::Suppressed,
+            Outcome::Queued,
+        ];
+        for o in fixed {
+            let a = Answer::Delivered(o);
+            assert_eq!(a.fixed_body(), Some(a.body().to_string().as_str()), "{a:?}");
+        }
+        assert_eq!(Answer::Overloaded.fixed_body(), None);
     }
 
     /// Every answer's (label, status) is registered at start-up.
