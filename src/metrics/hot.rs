@@ -26,6 +26,7 @@ use metrics::{Counter, Gauge, Histogram};
 type Key = [(usize, usize); 4];
 
 fn key(name: &'static str, values: &[&'static str]) -> Key {
+    debug_assert!(values.len() <= 3, "{name}: a key holds three label values");
     let mut k = [(0, 0); 4];
     k[0] = (name.as_ptr() as usize, name.len());
     for (slot, v) in k[1..].iter_mut().zip(values) {
