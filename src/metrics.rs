@@ -203,13 +203,13 @@ pub fn status_label(status: u16) -> &'static str {
 /// One finished intake request.
 pub fn intake(outcome: &'static str, status: u16, elapsed: Duration) {
     let status = status_label(status);
-    hot::counter(
+    hot::with(
         INTAKE_REQUESTS,
         &[outcome, status],
         || counter!(INTAKE_REQUESTS, "outcome" => outcome, "status" => status),
         |c| c.increment(1),
     );
-    hot::histogram(
+    hot::with(
         INTAKE_DURATION,
         &[outcome],
         || histogram!(INTAKE_DURATION, "outcome" => outcome),
@@ -225,13 +225,13 @@ pub fn apns_request(
     elapsed: Duration,
 ) {
     let status = status_label(status);
-    hot::counter(
+    hot::with(
         APNS_REQUESTS,
         &[environment, status, reason],
         || counter!(APNS_REQUESTS, "environment" => environment, "status" => status, "reason" => reason),
         |c| c.increment(1),
     );
-    hot::histogram(
+    hot::with(
         APNS_DURATION,
         &[environment],
         || histogram!(APNS_DURATION, "environment" => environment),
@@ -241,7 +241,7 @@ pub fn apns_request(
 
 /// One store operation.
 pub fn store_op(op: &'static str, elapsed: Duration, ok: bool) {
-    hot::histogram(
+    hot::with(
         STORE_DURATION,
         &[op],
         || histogram!(STORE_DURATION, "op" => op),
@@ -317,7 +317,7 @@ pub fn fanout_moved() {
 
 /// One fan-out message arrived this long after it was published.
 pub fn fanout_delay(d: Duration) {
-    hot::histogram(
+    hot::with(
         FANOUT_DELAY,
         &[],
         || histogram!(FANOUT_DELAY),
@@ -327,13 +327,13 @@ pub fn fanout_delay(d: Duration) {
 
 /// One answered signed-push API request.
 pub fn signed_request(route: &'static str, code: &'static str, elapsed: Duration) {
-    hot::counter(
+    hot::with(
         SIGNED_REQUESTS,
         &[route, code],
         || counter!(SIGNED_REQUESTS, "route" => route, "code" => code),
         |c| c.increment(1),
     );
-    hot::histogram(
+    hot::with(
         SIGNED_DURATION,
         &[route],
         || histogram!(SIGNED_DURATION, "route" => route),
@@ -470,14 +470,14 @@ fn frame_result(relayed: bool) -> &'static str {
 /// A signal frame from a client: relayed (the other side was there) or dropped.
 pub fn signal_frame(relayed: bool, bytes: usize) {
     let result = frame_result(relayed);
-    hot::counter(
+    hot::with(
         SIGNAL_FRAMES,
         &[result],
         || counter!(SIGNAL_FRAMES, "result" => result),
         |c| c.increment(1),
     );
     if relayed {
-        hot::counter(
+        hot::with(
             SIGNAL_BYTES,
             &[],
             || counter!(SIGNAL_BYTES),
@@ -488,7 +488,7 @@ pub fn signal_frame(relayed: bool, bytes: usize) {
 
 /// A frame's delay from the sending side's replica to the receiving side's.
 pub fn signal_frame_delay(d: Duration) {
-    hot::histogram(
+    hot::with(
         SIGNAL_FRAME_DELAY,
         &[],
         || histogram!(SIGNAL_FRAME_DELAY),
@@ -499,7 +499,7 @@ pub fn signal_frame_delay(d: Duration) {
 /// One finished mailbox request.
 pub fn mailbox_request(route: &'static str, status: u16) {
     let status = status_label(status);
-    hot::counter(
+    hot::with(
         MAILBOX_REQUESTS,
         &[route, status],
         || counter!(MAILBOX_REQUESTS, "route" => route, "status" => status),
@@ -599,14 +599,14 @@ pub struct InflightGuard(());
 impl InflightGuard {
     /// Counts one request in.
     pub fn enter() -> Self {
-        hot::gauge(INFLIGHT, &[], || gauge!(INFLIGHT), |g| g.increment(1.0));
+        hot::with(INFLIGHT, &[], || gauge!(INFLIGHT), |g| g.increment(1.0));
         InflightGuard(())
     }
 }
 
 impl Drop for InflightGuard {
     fn drop(&mut self) {
-        hot::gauge(INFLIGHT, &[], || gauge!(INFLIGHT), |g| g.decrement(1.0));
+        hot::with(INFLIGHT, &[], || gauge!(INFLIGHT), |g| g.decrement(1.0));
     }
 }
 

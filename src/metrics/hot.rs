@@ -37,7 +37,7 @@ fn key(name: &'static str, values: &[&'static str]) -> Key {
 
 /// A multiplicative hash of machine words: the keys are addresses, not attacker input.
 #[derive(Default)]
-struct WordHasher(u64);
+pub(super) struct WordHasher(u64);
 
 impl WordHasher {
     fn mix(&mut self, word: u64) {
@@ -63,7 +63,7 @@ impl Hasher for WordHasher {
     }
 }
 
-type Map<H> = RefCell<HashMap<Key, H, BuildHasherDefault<WordHasher>>>;
+pub(super) type Map<H> = RefCell<HashMap<Key, H, BuildHasherDefault<WordHasher>>>;
 
 thread_local! {
     static COUNTERS: Map<Counter> = RefCell::default();
@@ -71,10 +71,32 @@ thread_local! {
     static GAUGES: Map<Gauge> = RefCell::default();
 }
 
+/// A kind of handle, and the map of this thread that keeps it.
+pub(super) trait Kept: Sized + 'static {
+    fn map() -> &'static std::thread::LocalKey<Map<Self>>;
+}
+
+impl Kept for Counter {
+    fn map() -> &'static std::thread::LocalKey<Map<Self>> {
+        &COUNTERS
+    }
+}
+
+impl Kept for Histogram {
+    fn map() -> &'static std::thread::LocalKey<Map<Self>> {
+        &HISTOGRAMS
+    }
+}
+
+impl Kept for Gauge {
+    fn map() -> &'static std::thread::LocalKey<Map<Self>> {
+        &GAUGES
+    }
+}
+
 /// Runs `apply` on the handle of `name` with `values`, resolving it with `make` the first
 /// time this thread meets that key.
-fn with<H>(
-    map: &'static std::thread::LocalKey<Map<H>>,
+pub(super) fn with<H: Kept>(
     name: &'static str,
     values: &[&'static str],
     make: impl FnOnce() -> H,
@@ -82,7 +104,7 @@ fn with<H>(
 ) {
     let k = key(name, values);
     let mut work = Some((make, apply));
-    let _ = map.try_with(|m| {
+    let _ = H::map().try_with(|m| {
         if let Some((make, apply)) = work.take() {
             apply(m.borrow_mut().entry(k).or_insert_with(make));
         }
@@ -91,36 +113,6 @@ fn with<H>(
     if let Some((make, apply)) = work {
         apply(&make());
     }
-}
-
-/// [`with`] for a counter.
-pub(super) fn counter(
-    name: &'static str,
-    values: &[&'static str],
-    make: impl FnOnce() -> Counter,
-    apply: impl FnOnce(&Counter),
-) {
-    with(&COUNTERS, name, values, make, apply);
-}
-
-/// [`with`] for a histogram.
-pub(super) fn histogram(
-    name: &'static str,
-    values: &[&'static str],
-    make: impl FnOnce() -> Histogram,
-    apply: impl FnOnce(&Histogram),
-) {
-    with(&HISTOGRAMS, name, values, make, apply);
-}
-
-/// [`with`] for a gauge.
-pub(super) fn gauge(
-    name: &'static str,
-    values: &[&'static str],
-    make: impl FnOnce() -> Gauge,
-    apply: impl FnOnce(&Gauge),
-) {
-    with(&GAUGES, name, values, make, apply);
 }
 
 #[cfg(test)]

@@ -61,10 +61,9 @@ pub const PING_TIMEOUT: Duration = Duration::from_secs(20);
 pub struct ApnsClient {
     http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     token: ProviderToken,
-    topic: String,
-    /// `topic` as a header value, made once (`None`: it cannot be one, and every request
-    /// without a topic of its own is refused).
-    topic_header: Option<hyper::header::HeaderValue>,
+    /// The default topic as a header value, made once (`None`: it cannot be one, and every
+    /// request without a topic of its own is refused).
+    topic: Option<hyper::header::HeaderValue>,
     production_url: String,
     sandbox_url: String,
     timeout: Duration,
@@ -117,8 +116,7 @@ impl ApnsClient {
         Ok(Self {
             http: client,
             token,
-            topic: settings.topic.clone(),
-            topic_header: hyper::header::HeaderValue::from_str(&settings.topic).ok(),
+            topic: hyper::header::HeaderValue::from_str(&settings.topic).ok(),
             production_url: settings.production_url.clone(),
             sandbox_url: settings.sandbox_url.clone(),
             timeout: settings.request_timeout,
@@ -178,7 +176,7 @@ impl ApnsClient {
         }
         let topic = match m.topic.as_deref() {
             Some(t) => HeaderValue::from_str(t).ok()?,
-            None => self.topic_header.clone()?,
+            None => self.topic.clone()?,
         };
         h.insert(TOPIC, topic);
         h.insert(PUSH_TYPE, HeaderValue::from_static(push_type(m.kind)));
