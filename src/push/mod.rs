@@ -5,6 +5,8 @@
 //!   the payloads, the typed reasons Apple gives and what they mean);
 //! - [`fcm`]: Firebase Cloud Messaging HTTP v1 (the service account and its OAuth2 access
 //!   token, the client, the data-only messages, the classification of Google's answers);
+//! - [`frames`]: the request body both services' clients send, in DATA frames small enough
+//!   that the requests waiting on a connection share one write;
 //! - [`tls`]: the one TLS client configuration every outbound connection uses;
 //! - `seam`: the service-neutral types this module re-exports, in a leaf of their own so
 //!   that the services' modules use them without climbing back here.
@@ -19,6 +21,7 @@
 
 pub mod apns;
 pub mod fcm;
+pub mod frames;
 mod seam;
 pub mod tls;
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::{Method, Request};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -25,6 +25,7 @@ use super::reason::{classify, Reason};
 use super::token::ProviderToken;
 use crate::clock::Clock;
 use crate::device::Environment;
+use crate::push::frames::SmallFrames;
 use crate::push::{BoxFuture, Notification, Push, Service, Verdict, VerdictClass};
 use crate::secret::Secret;
 
@@ -59,7 +60,7 @@ pub const PING_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The APNs client. Cheap to share: one per process.
 pub struct ApnsClient {
-    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: Client<HttpsConnector<HttpConnector>, SmallFrames>,
     token: ProviderToken,
     /// The default topic as a header value, made once (`None`: it cannot be one, and every
     /// request without a topic of its own is refused).
@@ -151,7 +152,7 @@ impl ApnsClient {
         env: Environment,
         m: &Notification,
         jwt: &str,
-    ) -> Option<Request<Full<Bytes>>> {
+    ) -> Option<Request<SmallFrames>> {
         use hyper::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
         const TOPIC: HeaderName = HeaderName::from_static("apns-topic");
         const PUSH_TYPE: HeaderName = HeaderName::from_static("apns-push-type");
@@ -164,7 +165,9 @@ impl ApnsClient {
         uri.push_str(base);
         uri.push_str(DEVICE_PATH);
         uri.push_str(token);
-        let mut request = Request::new(Full::new(render(m)));
+        // In frames h2 copies into its buffer: the requests waiting on a connection share
+        // one write (`push::frames`).
+        let mut request = Request::new(SmallFrames::new(render(m)));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = hyper::Uri::try_from(uri).ok()?;
         let h = request.headers_mut();

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::{Method, Request};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -32,6 +32,7 @@ use super::outcome::{
 };
 use crate::clock::Clock;
 use crate::device::Environment;
+use crate::push::frames::SmallFrames;
 use crate::push::{self, BoxFuture, Notification, Payload, Push, Service, Verdict};
 use crate::secret::Secret;
 
@@ -71,7 +72,7 @@ const USER_AGENT: &str = concat!("sealrelay/", env!("CARGO_PKG_VERSION"));
 /// The FCM client: one per process, cheap to share behind an `Arc`. `Debug` shows the
 /// project and the endpoints, never the key, an access token or a registration token.
 pub struct FcmClient {
-    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: Client<HttpsConnector<HttpConnector>, SmallFrames>,
     account: ServiceAccount,
     send_uri: hyper::Uri,
     token_uri: hyper::Uri,
@@ -255,7 +256,7 @@ impl FcmClient {
             .header("content-type", "application/x-www-form-urlencoded")
             .header("accept", "application/json")
             .header("user-agent", USER_AGENT)
-            .body(Full::new(Bytes::from(body.expose().to_owned())))
+            .body(SmallFrames::new(Bytes::from(body.expose().to_owned())))
             .map_err(|_| fail(0, Reason::Other))?;
         drop(body);
         let (status, retry_after, answer) = self.exchange(request, Stage::Token, deadline).await?;
@@ -326,7 +327,7 @@ impl FcmClient {
             .header("authorization", authorization)
             .header("content-type", "application/json; charset=utf-8")
             .header("user-agent", USER_AGENT)
-            .body(Full::new(body));
+            .body(SmallFrames::new(body));
         let Ok(request) = request else {
             // A header the request cannot carry: this request cannot succeed.
             return FcmOutcome::Misconfigured(Failure::new(Stage::Send, 0, Reason::TokenResponse));
@@ -353,7 +354,7 @@ impl FcmClient {
     /// (at most 64 KiB).
     async fn exchange(
         &self,
-        request: Request<Full<Bytes>>,
+        request: Request<SmallFrames>,
         stage: Stage,
         deadline: Instant,
     ) -> Result<(u16, Option<String>, Bytes), FcmOutcome> {

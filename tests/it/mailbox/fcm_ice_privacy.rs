@@ -271,9 +271,21 @@ async fn one_round_trip_per_request() {
             .collect::<Vec<_>>()
     };
     // The relay's own subscription (the signers channel, followed from start-up) may land
-    // after readiness; it is not a request's round trip, so the counting starts after it.
+    // after readiness; it is not a request's round trip, so the counting starts after it
+    // succeeded (an attempt that failed, the subscriber not yet connected on a loaded
+    // machine, is counted too and tried again half a second later).
+    let subscribed = || async {
+        let text = h.admin("/metrics").await.body;
+        let count = |prefix: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(prefix))
+                .map_or(0, |n| n.trim().parse::<u64>().unwrap())
+        };
+        count(r#"sealrelay_store_duration_seconds_count{op="fanout_subscribe"} "#)
+            > count(r#"sealrelay_store_errors_total{op="fanout_subscribe"} "#)
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !ops().await.contains_key("fanout_subscribe") {
+    while !subscribed().await {
         assert!(
             Instant::now() < deadline,
             "the signers channel was never followed"
