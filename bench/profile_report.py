@@ -102,6 +102,7 @@ def main():
     ap.add_argument("--results", required=True)
     ap.add_argument("--stacks-dir", required=True)
     ap.add_argument("--surfaces", nargs="+", required=True)
+    ap.add_argument("--relay-env", default="", help="the PROFILE_RELAY_ENV the relay ran with")
     a = ap.parse_args()
     runs = {}
     with open(a.results) as f:
@@ -111,8 +112,9 @@ def main():
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"# Profile `{a.label}`: where the relay's CPU goes\n")
+    env = f"PROFILE_RELAY_ENV='{a.relay_env}' " if a.relay_env else ""
     print(f"Recorded {now} at commit `{commit}` on {os.cpu_count()} cores by "
-          f"`PROFILE_LABEL={a.label} scripts/profile.sh {' '.join(a.surfaces)}`. One replica on Redis, "
+          f"`{env}PROFILE_LABEL={a.label} scripts/profile.sh {' '.join(a.surfaces)}`. One replica on Redis, "
           "closed loop. Microseconds per request (per frame for signal) are the relay's CPU in a run "
           "without the profiler, split by the share of perf samples (self time, by leaf frame) in a "
           "second run of the same load under `perf record`.\n")

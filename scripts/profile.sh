@@ -21,6 +21,9 @@
 #   PROFILE_SKIP_BUILD=1      reuse the release binaries as they are
 #   PROFILE_OUT=DIR           where the raw profiles go (default a temporary directory,
 #                             removed at the end; set it to keep perf.data and stacks)
+#   PROFILE_RELAY_ENV='RELAY_WORKER_THREADS=1 ...'
+#                             settings the relay runs with besides the benchmark's (RELAY_*
+#                             variables only; the report's header names them)
 #
 # Needs perf (linux-perf), redis-server, and inferno's collapse and flamegraph tools
 # (installed with cargo into ~/.cache/sealrelay-profile-tools when missing). Everything runs
@@ -41,6 +44,10 @@ for s in "${surfaces[@]}"; do
   case "$s" in v1|signed|mailbox-put|signal) ;; *) echo "profile: surfaces are v1, signed, mailbox-put and signal, not '$s'" >&2; exit 2 ;; esac
 done
 log() { echo "profile: $*" >&2; }
+read -r -a relay_env <<<"${PROFILE_RELAY_ENV:-}"
+for v in "${relay_env[@]}"; do
+  [[ "$v" =~ ^RELAY_[A-Z0-9_]+=[^[:space:]]*$ ]] || { echo "profile: PROFILE_RELAY_ENV holds RELAY_NAME=value settings, not '$v'" >&2; exit 2; }
+done
 
 # --- prerequisites -------------------------------------------------------------------
 need_apt=()
@@ -115,7 +122,7 @@ start_relay() { # surface -> relay_pid, relay_url (one replica on Redis, as scri
   env -i PATH="$PATH" HOME="${HOME:-/tmp}" \
     RELAY_LISTEN=127.0.0.1:$port RELAY_ADMIN_LISTEN=127.0.0.1:$aport REDIS_URL="$REDIS" \
     RELAY_ADMIN_SOCKET="$sock" RELAY_APPS=bench:signal RELAY_MAILBOX_MAX_ENVELOPES=100000 \
-    RELAY_REPLICA_NAME="profile-$1" "${BENCH_RELAY_ENV[@]}" \
+    RELAY_REPLICA_NAME="profile-$1" "${BENCH_RELAY_ENV[@]}" ${relay_env[@]+"${relay_env[@]}"} \
     "$bin/sealrelay" >"$out/relay-$1.log" 2>&1 &
   relay_pid=$!; pids+=("$relay_pid")
   relay_url=http://127.0.0.1:$port/
@@ -181,5 +188,5 @@ done
 
 [ ${#profiled[@]} -gt 0 ] || { log "no surface was profiled"; exit 1; }
 python3 bench/profile_report.py --label "$LABEL" --results "$out/results.jsonl" \
-  --stacks-dir "$out" --surfaces "${profiled[@]}" >"bench/profile-$LABEL.md"
+  --stacks-dir "$out" --surfaces "${profiled[@]}" --relay-env "${PROFILE_RELAY_ENV:-}" >"bench/profile-$LABEL.md"
 log "wrote bench/profile-$LABEL.md and bench/flame-$LABEL-*.svg"

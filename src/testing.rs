@@ -13,6 +13,7 @@ pub use crate::delivery::alert::DEFAULT_MAX_CIPHERTEXT_CHARS;
 pub use crate::delivery::Alert;
 pub use crate::mailbox::ice;
 pub use crate::push::fcm;
+pub use crate::push::frames::SmallFrames;
 pub use crate::secret::Secret;
 pub use crate::signed::request::SignedPush;
 pub use crate::signed::sig::{read_authorization, sign_request, PrivateKey, ReadAuthorization};

@@ -1462,10 +1462,6 @@ impl CommandKind {
     )
   }
 
-  // sealrelay patch: scripts (`EVAL`, `EVALSHA`, `FCALL`) are flushed like any other command,
-  // when no command waits behind them in the command buffer (or every `max_feed_count`
-  // commands), so the script calls of concurrent requests share one write to the socket
-  // instead of one write each. They are pipelined either way; only the flush was forced.
   pub fn should_flush(&self) -> bool {
     matches!(
       *self,
@@ -1476,6 +1472,10 @@ impl CommandKind {
         | CommandKind::_Hello(_)
         | CommandKind::Exec
         | CommandKind::Discard
+        | CommandKind::Eval
+        | CommandKind::EvalSha
+        | CommandKind::Fcall
+        | CommandKind::FcallRO
         | CommandKind::_Custom(_)
     )
   }

@@ -110,12 +110,6 @@ pub async fn write_command(
   );
   if let Err(err) = command.decr_check_attempted() {
     command.respond_to_caller(Err(err));
-    // sealrelay patch: a command written before this one without a flush (scripts are no
-    // longer flushed on their own, see `CommandKind::should_flush`) counted on this one to
-    // flush it; if nothing else waits, flush now so it is not held until the next command.
-    if inner.counters.read_cmd_buffer_len() == 0 {
-      let _ = router.flush().await;
-    }
     return Ok(());
   }
   let closes_connection = command.kind.closes_connection();
@@ -155,11 +149,6 @@ pub async fn write_command(
           {
             let err = Error::new(ErrorKind::Unknown, "Failed to route command.");
             finish_or_retry_command(router, command, &err);
-            // sealrelay patch: as above, commands written before this one are not left
-            // unflushed behind it.
-            if inner.counters.read_cmd_buffer_len() == 0 {
-              let _ = router.flush().await;
-            }
             utils::defer_reconnection(inner, router, None, err, use_replica)?;
             return Ok(());
           }
@@ -209,11 +198,6 @@ pub async fn write_command(
       finish_or_retry_command(router, command, &err);
     }
     utils::drop_connection(inner, router, &server, &err).await;
-    // sealrelay patch: the other connections may hold commands written without a flush
-    // that counted on this one's.
-    if inner.counters.read_cmd_buffer_len() == 0 {
-      let _ = router.flush().await;
-    }
     utils::defer_reconnection(inner, router, None, err, use_replica)
   } else {
     Ok(())
@@ -450,24 +434,6 @@ async fn process_command(
   inner.counters.decr_cmd_buffer_len();
 
   _trace!(inner, "Recv command: {:?}", command);
-  // sealrelay patch: an instruction other than a command (a cluster sync, a reconnection, a
-  // pipeline, a transaction) may be the last thing in the buffer after commands that were
-  // written without a flush; flush them once it is done if nothing else waits.
-  if matches!(command, RouterCommand::Command(_)) {
-    return process_one(inner, router, command).await;
-  }
-  let result = process_one(inner, router, command).await;
-  if inner.counters.read_cmd_buffer_len() == 0 {
-    let _ = router.flush().await;
-  }
-  result
-}
-
-async fn process_one(
-  inner: &RefCount<ClientInner>,
-  router: &mut Router,
-  command: RouterCommand,
-) -> Result<(), Error> {
   match command {
     RouterCommand::SyncCluster { tx } => process_sync_cluster(inner, router, tx).await,
     #[cfg(feature = "transactions")]

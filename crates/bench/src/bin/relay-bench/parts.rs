@@ -1,6 +1,7 @@
 //! The parts' ceilings, each alone: the mock APNs process, HTTP/2 to a mock APNs, and the admission script on Redis.
 
 use super::*;
+use sealrelay::testing::SmallFrames;
 
 pub(super) async fn run_mock(a: MockArgs) -> anyhow::Result<()> {
     use sealrelay_testkit::mock_apns::{MockApns, MockConfig};
@@ -69,8 +70,10 @@ pub(super) async fn run_apns(a: ApnsArgs) -> anyhow::Result<()> {
         .https_only()
         .enable_http2()
         .wrap_connector(http);
-    // The relay's client settings (src/apns/client.rs): one pooled HTTP/2 connection.
-    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new())
+    // The relay's client settings (src/push/apns/client.rs): one pooled HTTP/2 connection,
+    // bodies in the small DATA frames the relay sends (src/push/frames.rs), so that the
+    // requests waiting together share a write as they do in the relay.
+    let client: Client<_, SmallFrames> = Client::builder(TokioExecutor::new())
         .http2_only(true)
         .pool_idle_timeout(None)
         .timer(hyper_util::rt::TokioTimer::new())
@@ -96,7 +99,7 @@ pub(super) async fn run_apns(a: ApnsArgs) -> anyhow::Result<()> {
         let req = Request::post(format!("{}/3/device/{}", a.url, it.device))
             .header("authorization", &*jwt)
             .header("apns-topic", "com.example.cronstable")
-            .body(Full::new(body.clone()))?;
+            .body(SmallFrames::new(body.clone()))?;
         let r = client.request(req).await?;
         let _ = r.into_body().collect().await;
     }
@@ -141,7 +144,7 @@ pub(super) async fn run_apns(a: ApnsArgs) -> anyhow::Result<()> {
                         ),
                     )
                     .header("content-type", "application/json")
-                    .body(Full::new(body.clone()));
+                    .body(SmallFrames::new(body.clone()));
                 let outcome = match req {
                     Ok(req) => match client.request(req).await {
                         Ok(r) => {
