@@ -21,10 +21,19 @@ use hyper::body::{Body, Frame, SizeHint};
 /// (256 bytes) for copying a frame into its write buffer rather than writing it alone.
 pub const FRAME_BYTES: usize = 255;
 
-/// A request body of known bytes, sent in frames of at most [`FRAME_BYTES`].
-#[derive(Debug, Clone)]
+/// A request body of known bytes, sent in frames of at most [`FRAME_BYTES`]. Its `Debug`
+/// shows the length only: a body is a sealed notification or a token request.
+#[derive(Clone)]
 pub struct SmallFrames {
     rest: Bytes,
+}
+
+impl std::fmt::Debug for SmallFrames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SmallFrames")
+            .field("len", &self.rest.len())
+            .finish()
+    }
 }
 
 impl SmallFrames {
@@ -82,6 +91,12 @@ mod tests {
             assert!(body.is_end_stream());
             frames
         })
+    }
+
+    #[test]
+    fn debug_shows_the_length_not_the_bytes() {
+        let body = SmallFrames::new(Bytes::from_static(b"sealed-secret"));
+        assert_eq!(format!("{body:?}"), "SmallFrames { len: 13 }");
     }
 
     #[test]
