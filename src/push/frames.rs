@@ -107,10 +107,20 @@ mod tests {
         assert!(frames_of(Vec::new()).is_empty());
     }
 
-    /// A client stream that counts the writes it is given, vectored like a `TcpStream`.
+    /// A client stream that counts the writes that reach its socket, vectored like a
+    /// `TcpStream`.
     struct Counted {
         inner: tokio::net::TcpStream,
         writes: Arc<AtomicUsize>,
+    }
+
+    impl Counted {
+        /// Counts a write that took bytes (not one the socket refused for now).
+        fn count(&self, r: &Poll<std::io::Result<usize>>) {
+            if matches!(r, Poll::Ready(Ok(n)) if *n > 0) {
+                self.writes.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     impl tokio::io::AsyncRead for Counted {
@@ -129,8 +139,9 @@ mod tests {
             cx: &mut Context<'_>,
             buf: &[u8],
         ) -> Poll<std::io::Result<usize>> {
-            self.writes.fetch_add(1, Ordering::Relaxed);
-            Pin::new(&mut self.inner).poll_write(cx, buf)
+            let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+            self.count(&r);
+            r
         }
 
         fn poll_write_vectored(
@@ -138,8 +149,9 @@ mod tests {
             cx: &mut Context<'_>,
             bufs: &[std::io::IoSlice<'_>],
         ) -> Poll<std::io::Result<usize>> {
-            self.writes.fetch_add(1, Ordering::Relaxed);
-            Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+            let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+            self.count(&r);
+            r
         }
 
         fn is_write_vectored(&self) -> bool {
