@@ -191,7 +191,13 @@ fn main() -> ExitCode {
         println!("{}", cfg.summary());
         return ExitCode::SUCCESS;
     }
-    let runtime = match runtime(cfg.worker_threads()) {
+    // `RELAY_RUNTIME=per-core`: this thread's runtime is the first core's, single-threaded;
+    // the relay starts the others on threads of their own.
+    let threads = match cfg.cores() {
+        Some(_) => Some(1),
+        None => cfg.worker_threads(),
+    };
+    let runtime = match runtime(threads) {
         Ok(r) => r,
         Err(code) => return code,
     };

@@ -103,19 +103,21 @@ impl Health {
 
 #[derive(Clone)]
 struct Probes {
-    store: Arc<Store>,
+    /// Every core's store (one unless `RELAY_RUNTIME=per-core`): the process is ready when
+    /// each of them can serve.
+    stores: Arc<[Arc<Store>]>,
     health: Arc<Health>,
     metrics: PrometheusHandle,
 }
 
 /// The probes router.
-pub fn probes(store: Arc<Store>, health: Arc<Health>, metrics: PrometheusHandle) -> Router {
+pub fn probes(stores: Vec<Arc<Store>>, health: Arc<Health>, metrics: PrometheusHandle) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .with_state(Probes {
-            store,
+            stores: stores.into(),
             health,
             metrics,
         })
@@ -123,14 +125,15 @@ pub fn probes(store: Arc<Store>, health: Arc<Health>, metrics: PrometheusHandle)
 
 async fn readyz(State(s): State<Probes>) -> Response {
     let label = s.health.label();
-    let store_ready = s.store.ready();
+    let store_ready = s.stores.iter().all(|s| s.ready());
+    let degraded = s.stores.iter().any(|s| s.degraded());
     if let (Some(why), "ready") = (&s.health.unserved, label) {
         (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: {why}\n"),
         )
             .into_response()
-    } else if label == "ready" && store_ready && s.store.degraded() {
+    } else if label == "ready" && store_ready && degraded {
         // Still serving: pulling every replica out of the load balancer would turn a Redis
         // outage into a relay outage.
         (
@@ -152,7 +155,12 @@ async fn readyz(State(s): State<Probes>) -> Response {
 }
 
 async fn metrics_text(State(s): State<Probes>) -> Response {
-    crate::metrics::memory_devices(s.store.policy().in_process().len());
+    crate::metrics::memory_devices(s.stores.iter().map(|s| s.policy().in_process().len()).sum());
+    // Each core's store sets the gauge when it turns degraded or recovers; with several, the
+    // last to change would win: the scrape says whether any is.
+    if s.stores.len() > 1 {
+        crate::metrics::degraded(s.stores.iter().any(|s| s.degraded()));
+    }
     let mut resp = crate::metrics::render(&s.metrics).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

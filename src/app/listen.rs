@@ -57,6 +57,27 @@ impl Busiest {
     }
 }
 
+/// Binds the public listener. With `share_port` (`RELAY_RUNTIME=per-core`) the socket is
+/// marked `SO_REUSEPORT` before it is bound, so each core binds its own listener on the
+/// same address and the kernel spreads new connections across them.
+pub(super) fn bind_public(
+    addr: std::net::SocketAddr,
+    share_port: bool,
+) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    // What `TcpListener::bind` does on Unix: a restarted relay can bind at once.
+    socket.set_reuseaddr(true)?;
+    if share_port {
+        socket.set_reuseport(true)?;
+    }
+    socket.bind(addr)?;
+    socket.listen(1024)
+}
+
 pub(super) async fn serve_public(
     listener: TcpListener,
     app: axum::Router,

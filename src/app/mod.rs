@@ -330,8 +330,7 @@ fn sensitive_headers() -> tower_http::sensitive_headers::SetSensitiveRequestHead
 pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
     let metrics = crate::metrics::handle();
     let settings = cfg.app.clone();
-    let listener = TcpListener::bind(settings.listen)
-        .await
+    let listener = listen::bind_public(settings.listen, cfg.cores().is_some_and(|n| n > 1))
         .map_err(|e| anyhow::anyhow!("RELAY_LISTEN={}: cannot bind: {e}", settings.listen))?;
     let admin = TcpListener::bind(settings.admin_listen)
         .await
@@ -402,59 +401,41 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         Configured::Unconfigured => tracing::warn!("no APNs credentials: every forward is answered 502 'relay is not configured for APNs delivery'"),
         Configured::Apns(a) => tracing::info!(topic = %a.topic, environment = ?cfg.core.environment, "APNs delivery configured"),
     }
-    let header_timeout = cfg.v1.header_timeout;
-    // A connection whose writes make no progress for two ping intervals is cut: a client
-    // that stopped reading an event stream (or anything else) holds nothing for longer.
-    let write_stall = cfg.mailbox.sockets.ping * 2;
     let unserved = cfg.unserved();
     if let Some(why) = &unserved {
         tracing::warn!("/readyz stays 503: {why}");
     }
-    let app = App::build(cfg, clock)?;
+    let cores = cfg.cores().unwrap_or(1);
+    let app = App::build(cfg.clone(), clock.clone())?;
     let health = Arc::new(Health::new(unserved));
     let stop = app.stop.clone();
     let stop_rx = stop.subscribe();
 
-    let public = listen::serve_public(
-        listener,
-        app.public_router(),
-        listen::Busiest(app.v1.clone()),
-        header_timeout,
-        write_stall,
-        stop_rx.clone(),
-    );
+    // `RELAY_RUNTIME=per-core`: the other cores, each a whole relay on a thread of its own
+    // taking connections on the same address, built before this one serves.
+    let mut others = Vec::with_capacity(cores.saturating_sub(1));
+    for index in 1..cores {
+        let started = start_core(index, cfg.clone(), clock.clone(), addr, stop.subscribe())?;
+        others.push(
+            started
+                .await
+                .map_err(|_| anyhow::anyhow!("core {index} stopped while starting"))??,
+        );
+    }
+    if cores > 1 {
+        // Each core admits RELAY_MAX_INFLIGHT at once and the in-flight gauge counts them
+        // all: the limit it is read against is the process's.
+        crate::metrics::max_inflight(cfg.v1.max_inflight * cores);
+    }
+    let mut stores = vec![app.store.clone()];
+    stores.extend(others.iter().map(|c| c.store.clone()));
+
     let admin_srv = axum::serve(
         admin,
-        crate::admin::probes(app.store.clone(), health.clone(), metrics.clone()),
+        crate::admin::probes(stores, health.clone(), metrics.clone()),
     )
     .with_graceful_shutdown(listen::wait_for(stop_rx.clone()));
-    let sweeper = {
-        let store = app.store.clone();
-        let v1 = app.v1.clone();
-        let clock = app.delivery.clock().clone();
-        let metrics = metrics.clone();
-        let mut stop_rx = stop_rx.clone();
-        async move {
-            let mut tick = tokio::time::interval(SWEEP_EVERY);
-            let mut upkeep = tokio::time::interval(UPKEEP_EVERY);
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {
-                        store.policy().in_process().sweep(clock.now_ms());
-                        store.receipts().sweep(clock.now_ms());
-                        store.mailboxes().sweep(clock.now_ms());
-                        v1.sweep();
-                        store.fanout().prune().await;
-                    }
-                    // Histogram samples pile up in the recorder until something drains
-                    // them; without this they grow with every request between scrapes.
-                    _ = upkeep.tick() => metrics.run_upkeep(),
-                    _ = stop_rx.changed() => break,
-                }
-            }
-        }
-    };
-    let retries = app.delivery.clone().run_retries(stop_rx.clone());
+    let core = core_tasks(&app, listener, Some(metrics), stop_rx.clone());
     let region_srv = {
         let regions = app.regions.clone();
         let router = app.public_router();
@@ -466,24 +447,21 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
             if let (Some(regions), Some(listener)) = (regions, region_listener) {
                 let ready: Arc<dyn Fn() -> bool + Send + Sync> =
                     Arc::new(move || health.serving() && store.ready());
-                tokio::join!(
-                    crate::region::listener::serve(
-                        listener,
-                        regions.clone(),
-                        crate::region::listener::Routers {
-                            public: router,
-                            admin
-                        },
-                        region_tls,
-                        ready,
-                        stop_rx.clone()
-                    ),
-                    regions.probe(stop_rx)
-                );
+                crate::region::listener::serve(
+                    listener,
+                    regions,
+                    crate::region::listener::Routers {
+                        public: router,
+                        admin,
+                    },
+                    region_tls,
+                    ready,
+                    stop_rx,
+                )
+                .await;
             }
         }
     };
-    let follow = app.signers.clone().follow(stop_rx.clone());
     let admin_router = app.admin_router();
     let socket_srv = {
         let (router, stop_rx) = (admin_router.clone(), stop_rx.clone());
@@ -502,15 +480,15 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         }
     };
     let task = tokio::spawn(async move {
-        let ((), b, (), (), (), (), (), ()) = tokio::join!(
-            public,
+        let ((), b, (), (), (), _) = tokio::join!(
+            core,
             admin_srv.into_future(),
-            sweeper,
-            retries,
-            follow,
             socket_srv,
             tcp_srv,
-            region_srv
+            region_srv,
+            // The other cores stop with this one (they watch the same channel); the task
+            // ends when every one has finished its in-flight requests.
+            futures_util::future::join_all(others.into_iter().map(|c| c.done)),
         );
         if let Err(e) = b {
             tracing::error!(error = %e, "admin server error");
@@ -520,6 +498,7 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
     tracing::info!(
         %addr,
         %admin_addr,
+        cores,
         admin_socket = %admin_socket.as_deref().map_or("off".into(), |p| p.display().to_string()),
         admin_api = %admin_api_addr.map_or("off".into(), |a| a.to_string()),
         region = %region_addr.map_or("off".into(), |a| a.to_string()),
@@ -536,6 +515,143 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
         stop,
         task,
     })
+}
+
+/// What every core serves: the public listener, the sweeper, the retry worker, the signers'
+/// feed and, with regions, the peers' probe. `upkeep`: the metrics recorder, folded by the
+/// first core only.
+fn core_tasks(
+    app: &App,
+    listener: TcpListener,
+    upkeep: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    stop_rx: watch::Receiver<bool>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    // A connection whose writes make no progress for two ping intervals is cut: a client
+    // that stopped reading an event stream (or anything else) holds nothing for longer.
+    let write_stall = app.cfg.mailbox.sockets.ping * 2;
+    let public = listen::serve_public(
+        listener,
+        app.public_router(),
+        listen::Busiest(app.v1.clone()),
+        app.cfg.v1.header_timeout,
+        write_stall,
+        stop_rx.clone(),
+    );
+    let sweeper = {
+        let store = app.store.clone();
+        let v1 = app.v1.clone();
+        let clock = app.delivery.clock().clone();
+        let mut stop_rx = stop_rx.clone();
+        async move {
+            let mut tick = tokio::time::interval(SWEEP_EVERY);
+            let mut upkeep_tick = tokio::time::interval(UPKEEP_EVERY);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {
+                        store.policy().in_process().sweep(clock.now_ms());
+                        store.receipts().sweep(clock.now_ms());
+                        store.mailboxes().sweep(clock.now_ms());
+                        v1.sweep();
+                        store.fanout().prune().await;
+                    }
+                    // Histogram samples pile up in the recorder until something drains
+                    // them; without this they grow with every request between scrapes.
+                    _ = upkeep_tick.tick(), if upkeep.is_some() => {
+                        if let Some(m) = &upkeep {
+                            m.run_upkeep();
+                        }
+                    }
+                    _ = stop_rx.changed() => break,
+                }
+            }
+        }
+    };
+    let retries = app.delivery.clone().run_retries(stop_rx.clone());
+    let follow = app.signers.clone().follow(stop_rx.clone());
+    let probe = {
+        let regions = app.regions.clone();
+        async move {
+            if let Some(regions) = regions {
+                regions.probe(stop_rx).await;
+            }
+        }
+    };
+    async move {
+        tokio::join!(public, sweeper, retries, follow, probe);
+    }
+}
+
+/// A core of `RELAY_RUNTIME=per-core` other than the first, serving on its own thread.
+struct Core {
+    /// Its store, for `/readyz`.
+    store: Arc<Store>,
+    /// Closed when it has stopped and finished its in-flight requests.
+    done: tokio::sync::oneshot::Receiver<()>,
+}
+
+/// Starts core `index` on a thread of its own: a single-threaded runtime serving a whole
+/// relay built from `cfg`, with its own listener on `addr`. It stops, finishing its in-flight
+/// requests, when `stop` (the first core's) turns true or is dropped. The answer arrives once
+/// it is built and accepting.
+fn start_core(
+    index: usize,
+    cfg: Config,
+    clock: Clock,
+    addr: SocketAddr,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<tokio::sync::oneshot::Receiver<anyhow::Result<Core>>> {
+    let (started, answer) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(format!("sealrelay-core-{index}"))
+        .spawn(move || {
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime.block_on(run_core(cfg, clock, addr, stop, started)),
+                Err(e) => {
+                    let _ = started.send(Err(anyhow::anyhow!(
+                        "core {index}: cannot start its runtime: {e}"
+                    )));
+                }
+            }
+        })
+        .map_err(|e| anyhow::anyhow!("core {index}: cannot start its thread: {e}"))?;
+    Ok(answer)
+}
+
+/// A core's life on its own runtime (see [`start_core`]).
+async fn run_core(
+    cfg: Config,
+    clock: Clock,
+    addr: SocketAddr,
+    mut stop: watch::Receiver<bool>,
+    started: tokio::sync::oneshot::Sender<anyhow::Result<Core>>,
+) {
+    let built = listen::bind_public(addr, true)
+        .map_err(|e| anyhow::anyhow!("RELAY_LISTEN={addr}: cannot bind another core: {e}"))
+        .and_then(|listener| Ok((listener, App::build(cfg, clock)?)));
+    let (listener, app) = match built {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = started.send(Err(e));
+            return;
+        }
+    };
+    let (finished, done) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(core_tasks(&app, listener, None, app.stop.subscribe()));
+    if started
+        .send(Ok(Core {
+            store: app.store.clone(),
+            done,
+        }))
+        .is_ok()
+    {
+        let _ = stop.wait_for(|s| *s).await;
+    }
+    let _ = app.stop.send(true);
+    let _ = task.await;
+    drop(finished);
 }
 
 /// The binary's `serve`: logs and traces from the configuration, then [`run`].

@@ -123,6 +123,9 @@ impl Config {
         if v1.intake == crate::v1::Intake::Local && admin.socket.is_none() {
             r.problem("RELAY_V1_INTAKE=local takes unsigned pushes only on the admin socket, and RELAY_ADMIN_SOCKET is empty: set RELAY_ADMIN_SOCKET to a path, or RELAY_V1_INTAKE to public or off".to_owned());
         }
+        if app.runtime == listen::Runtime::PerCore && store.redis.is_none() {
+            r.problem("RELAY_RUNTIME=per-core runs a whole relay on each core, and they share state only through Redis: set REDIS_URL, or RELAY_RUNTIME to shared".to_owned());
+        }
         let mailbox = mailbox::read(&mut r);
         let ice = ice::read(&mut r);
         if !ice.has_provider() {
@@ -236,6 +239,17 @@ impl Config {
     /// for a single-threaded runtime.
     pub fn worker_threads(&self) -> Option<usize> {
         self.app.worker_threads
+    }
+
+    /// How many single-threaded runtimes serve, each a whole relay on one port
+    /// (`RELAY_RUNTIME=per-core`: `RELAY_WORKER_THREADS`, or one per core); `None` for one
+    /// shared runtime ([`Config::worker_threads`]).
+    pub fn cores(&self) -> Option<usize> {
+        (self.app.runtime == listen::Runtime::PerCore).then(|| {
+            self.app.worker_threads.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+            })
+        })
     }
 
     /// The flag for a variable: `RELAY_LISTEN` -> `relay-listen`.

@@ -45,6 +45,34 @@ fn worker_threads_are_one_per_core_unless_given() {
     );
 }
 
+/// `RELAY_RUNTIME`: one shared runtime unless `per-core`, which runs `RELAY_WORKER_THREADS`
+/// cores (unset: one per core of the machine) and needs Redis to share their state.
+#[test]
+fn per_core_runtimes_need_redis_and_count_the_worker_threads() {
+    assert_eq!(load(&[]).unwrap().cores(), None);
+    let redis = ("REDIS_URL", "redis://127.0.0.1:6379");
+    let c = load(&[
+        redis,
+        ("RELAY_RUNTIME", "per-core"),
+        ("RELAY_WORKER_THREADS", "3"),
+    ])
+    .unwrap();
+    assert_eq!(c.cores(), Some(3));
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let c = load(&[redis, ("RELAY_RUNTIME", "per-core")]).unwrap();
+    assert_eq!(c.cores(), Some(cpus));
+    let e = errors(&[("RELAY_RUNTIME", "per-core")]);
+    assert!(
+        e.contains("RELAY_RUNTIME=per-core") && e.contains("set REDIS_URL"),
+        "{e}"
+    );
+    let e = errors(&[redis, ("RELAY_RUNTIME", "per-thread")]);
+    assert!(
+        e.contains("RELAY_RUNTIME=\"per-thread\"") && e.contains("shared or per-core"),
+        "{e}"
+    );
+}
+
 #[test]
 fn bad_values_name_the_variable_and_what_is_allowed() {
     let e = errors(&[("RELAY_DEDUP_WINDOW_S", "soon")]);

@@ -191,6 +191,8 @@ vars! {
         "How long a token APNs rejected for good (`Unregistered`, `ExpiredToken`, `BadDeviceToken` on every environment tried) is answered 410 without calling APNs (0 disables).";
     RELAY_WORKER_THREADS, Listen, None, Int(1, 1024),
         "Threads of the relay's async runtime; unset, one per core. `1` runs the relay on one thread (a single-threaded runtime), which spends less CPU per request where a replica has about one core: scale out with replicas of one core each rather than threads.";
+    RELAY_RUNTIME, Listen, Some("shared"), Enum(&["shared", "per-core"]),
+        "`shared`: one async runtime whose worker threads (`RELAY_WORKER_THREADS`) share every connection and task; `per-core`: one single-threaded runtime per thread (`RELAY_WORKER_THREADS`, unset one per core), each a whole relay with its own Redis connections and APNs/FCM connections, taking connections on the same port (`SO_REUSEPORT`); needs `REDIS_URL`. Each core applies `RELAY_MAX_INFLIGHT` and `RELAY_REDIS_POOL_SIZE` on its own.";
     RELAY_MAX_INFLIGHT, Listen, Some("1024"), Int(1, 1_000_000),
         "Intake requests (v1 `POST /` and `POST /v2/pushes`) processed at once; beyond it requests get 503 (`relay overloaded`, `/v2`: `unavailable`) with `Retry-After`.";
     RELAY_IP_RATE_CAPACITY, Listen, Some("600"), Int(0, 1_000_000),

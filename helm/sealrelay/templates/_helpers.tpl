@@ -324,6 +324,7 @@ container reads with envFrom. Values from .Values.env are applied last and win.
   "RELAY_SHUTDOWN_GRACE_S" $v.shutdown.graceSeconds
   "RELAY_REPLICA_NAME" $v.replicaName
   "RELAY_WORKER_THREADS" $v.workerThreads
+  "RELAY_RUNTIME" $v.runtime
   "RELAY_LOG_FORMAT" $v.logging.format
   "RUST_LOG" $v.logging.level
   "OTEL_EXPORTER_OTLP_ENDPOINT" $v.tracing.otlpEndpoint

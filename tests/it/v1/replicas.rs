@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::common::process::RelayProcess;
 
@@ -169,6 +170,82 @@ async fn three_single_threaded_replicas_on_one_redis() {
     let redis = RedisServer::start();
     let s = Arc::new(setup_with(&redis.url(), &[("RELAY_WORKER_THREADS", "1")]).await);
     scenario(s.clone(), &(0..20).collect::<Vec<_>>()).await;
+}
+
+/// The same decisions from replicas that each run a relay per core (`RELAY_RUNTIME=per-core`,
+/// two single-threaded cores on one port): six relays in all. Connections spread over both
+/// cores of a replica (each core sends on an APNs connection of its own), and a SIGTERM
+/// stops every core: the process drains and exits, and its port refuses connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_per_core_replicas_on_one_redis() {
+    let redis = RedisServer::start();
+    let s = Arc::new(
+        setup_with(
+            &redis.url(),
+            &[
+                ("RELAY_RUNTIME", "per-core"),
+                ("RELAY_WORKER_THREADS", "2"),
+                ("RELAY_SHUTDOWN_DELAY_S", "0"),
+            ],
+        )
+        .await,
+    );
+    let lines = s.relays[0].lines();
+    let serving = lines.iter().find(|l| l.contains("sealrelay serving"));
+    assert!(
+        serving.is_some_and(|l| l.contains(r#""cores":2"#)),
+        "{serving:?}"
+    );
+    // The in-flight limit the gauge is read against is the process's: two cores' worth.
+    let metrics = s.relays[0].admin_get("/metrics");
+    assert!(
+        metrics.lines().any(|l| l == "sealrelay_max_inflight 2048"),
+        "{metrics}"
+    );
+
+    // 32 alerts at once to one replica, each on a connection of its own: the kernel spreads
+    // the connections over both cores' listeners (all 32 on one: odds of 2^-31).
+    let before = s.prod.received().len();
+    let mut tasks = Vec::new();
+    for n in 0..32u32 {
+        let url = s.relays[0].url();
+        tasks.push(tokio::spawn(async move {
+            let client =
+                hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                    .build_http();
+            request(
+                &client,
+                "POST",
+                &url,
+                serde_json::to_vec(&envelope(&device(5000 + n), &id(n))).unwrap(),
+            )
+            .await
+        }));
+    }
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert_eq!(r.body, r#"{"v":1,"outcome":"forwarded"}"#);
+    }
+    let carried: HashSet<usize> = s.prod.received()[before..]
+        .iter()
+        .map(|r| r.connection)
+        .collect();
+    assert_eq!(
+        carried.len(),
+        2,
+        "APNs connections that carried them: {carried:?}"
+    );
+
+    scenario(s.clone(), &(0..20).collect::<Vec<_>>()).await;
+
+    let mut s = Arc::into_inner(s).expect("no task holds the setup");
+    let port = s.relays[0].port;
+    s.relays[0].signal(libc::SIGTERM);
+    assert_eq!(s.relays[0].wait_exit(Duration::from_secs(10)), Some(0));
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "a core still listens on {port} after the relay exited"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
