@@ -197,6 +197,7 @@ fn kinds_agree_with_the_parser() {
             "RELAY_RETRY_LEASE_MS" => vec![("APNS_REQUEST_TIMEOUT_MS", "100")],
             "OTEL_BSP_MAX_EXPORT_BATCH_SIZE" => vec![("OTEL_BSP_MAX_QUEUE_SIZE", "1000000")],
             "OTEL_BSP_MAX_QUEUE_SIZE" => vec![("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1")],
+            "RELAY_RUNTIME" => vec![("REDIS_URL", "redis://127.0.0.1:6379")],
             _ => vec![],
         }
     };
