@@ -339,7 +339,24 @@ async fn background_settlements_are_capped_and_the_rest_left_to_replays() {
         let bodies: Vec<Value> = (1..=4)
             .map(|k| ops.sign(ops.request(&rid(n + k), &[device((n + k) as u32)], now)))
             .collect();
-        let before = r.h.admin("/metrics").await.body;
+        // A settlement an earlier attempt started (its stall hit something else too) may
+        // still hold the one place: wait until every one started has ended.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let before = loop {
+            let m = r.h.admin("/metrics").await.body;
+            let ended: u64 = ["delivered", "settled", "abandoned"]
+                .iter()
+                .map(|k| resolutions(&m, k))
+                .sum();
+            if ended >= resolutions(&m, "started") {
+                break m;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "an earlier settlement never ended"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
         redis.cli(&["CLIENT", "PAUSE", "800", "WRITE"]);
         let tasks: Vec<_> = bodies
             .iter()
