@@ -94,6 +94,11 @@ cpu_mem_vs_parts = cpu_intake + cpu_h2
 
 ratio_tp = T_r1 / L
 ratio_cpu = cpu_r1 / cpu_parts
+# The same load on a replica running a relay per core (RELAY_RUNTIME=per-core): reported
+# beside the targets, which are measured on the default runtime.
+T_pc = get("relay-redis-1-percore", "forwarded_per_s")
+cpu_relay_pc = proc("relay-redis-1-percore", "relay", "cpu_us_per_forwarded")
+cpu_pc = cpu_relay_pc + proc("relay-redis-1-percore", "redis", "cpu_us_per_forwarded")
 ratio_cpu_server_only = cpu_r1 / cpu_parts_server_only
 
 # Latency curve: the median of each figure over the passes at each point.
@@ -327,6 +332,7 @@ table.append(f"| Combined limit 1/(1/A+1/B+1/C), req/s | {f0(L)} |")
 table.append(f"| sealrelay, embedded store, forwarded/s | {f0(T_mem)}{spread('relay-memory', 'forwarded_per_s')} |")
 table.append(f"| sealrelay on Redis, 1 replica, forwarded/s | {f0(T_r1)}{spread('relay-redis-1', 'forwarded_per_s')} |")
 table.append(f"| sealrelay on Redis, 2 replicas, forwarded/s | {f0(T_r2)}{spread('relay-redis-2', 'forwarded_per_s')} |")
+table.append(f"| sealrelay on Redis, 1 replica, a relay per core (`RELAY_RUNTIME=per-core`), forwarded/s | {f0(T_pc)}{spread('relay-redis-1-percore', 'forwarded_per_s')} ({pct(T_pc / L)} of the combined limit) |")
 table.append(f"| sealrelay on Redis, 1 replica, daemon mix (bursts of 100 devices x 3 nodes), req/s | {f0(T_mix)} |")
 table.append(f"| CPU per request, intake alone (server), us | {f1(cpu_intake)} |")
 table.append(f"| CPU per request, Redis alone: client side (fred in relay-bench) / redis-server, us | {f1(cpu_redis_client)} / {f1(cpu_redis)} |")
@@ -336,6 +342,7 @@ table.append(f"| CPU per request, sum of the parts without the Redis client side
 table.append(f"| CPU per forwarded, sealrelay (1 replica on Redis), us | {f1(cpu_relay_r1)} |")
 table.append(f"| CPU per forwarded, redis-server under sealrelay, us | {f1(cpu_redis_r1)} |")
 table.append(f"| CPU per forwarded, sealrelay + Redis, 1 replica / 2 replicas, us | {f1(cpu_r1)} / {f1(cpu_r2)} |")
+table.append(f"| CPU per forwarded, a relay per core: sealrelay / sealrelay + Redis, us | {f1(cpu_relay_pc)} / {f1(cpu_pc)} ({f2(cpu_pc / cpu_parts)} x the parts) |")
 table.append(f"| CPU per forwarded, sealrelay embedded store, us (parts: intake + HTTP/2 client = {f1(cpu_mem_vs_parts)}) | {f1(cpu_relay_mem)} |")
 table.append(f"| (mock APNs server CPU per request, not counted on either side), us | {f1(cpu_mock)} |")
 table.append(f"| p99 / p50 latency at half of peak: sealrelay on Redis, ms | {f2(half[0][3]['p99']) if half else 'n/a'} / {f2(half[0][3]['p50']) if half else 'n/a'} |")
@@ -536,7 +543,7 @@ for fr, tr, rr, lr, ar, la, (c_relay, c_redis, cores) in points:
 
 outcomes = []
 for label, r in runs.items():
-    if label.split("@")[0] in ["part-intake", "part-redis", "part-apns", "part-sg-intake", "part-sg-redis", "relay-memory", "relay-redis-1", "signed-1", "relay-redis-1-mix", "relay-redis-2", "signed-100", "signed-rt-1", "signed-rt-100", "rss-warm", "rss-few", "rss-many",
+    if label.split("@")[0] in ["part-intake", "part-redis", "part-apns", "part-sg-intake", "part-sg-redis", "relay-memory", "relay-redis-1", "signed-1", "relay-redis-1-mix", "relay-redis-2", "relay-redis-1-percore", "signed-100", "signed-rt-1", "signed-rt-100", "rss-warm", "rss-few", "rss-many",
                                    "part-mb-intake-put", "part-mb-intake-list", "part-mb-redis-put", "part-mb-redis-list",
                                    "mailbox-put", "mailbox-list", "mailbox-rt-put", "mailbox-rt-list", "watch-2",
                                    "signal-ceiling-mem", "signal-ceiling-redis", "signal-local-mem", "signal-local-redis", "signal-cross"]:

@@ -178,6 +178,7 @@ start_relay() { # name [redis-url] [admin-socket] -> sets relay_pid, relay_url
     RELAY_LISTEN=127.0.0.1:$port RELAY_ADMIN_LISTEN=127.0.0.1:$aport \
     ${redis:+REDIS_URL=$redis} RELAY_ADMIN_SOCKET="$sock" \
     ${mb:+RELAY_APPS=bench:signal RELAY_MAILBOX_MAX_ENVELOPES=100000} \
+    ${percore:+RELAY_RUNTIME=per-core} \
     RELAY_REPLICA_NAME="$name" "${BENCH_RELAY_ENV[@]}" \
     "$bin/sealrelay" >"$out/relay-$name.log" 2>&1 &
   relay_pid=$!; pids+=("$relay_pid")
@@ -315,6 +316,19 @@ warm --url "$r2_url" --connections "$CONNS"
 stop "$r2_pid"
 fi
 stop "$r1_pid"
+
+if full; then
+# The same load on one replica running a relay per core (RELAY_RUNTIME=per-core): reported
+# beside the default runtime's figures, which the targets are measured on.
+log "sealrelay on Redis, one replica, a relay per core (RELAY_RUNTIME=per-core)"
+flush
+percore=1 start_relay pc "$REDIS"; pc_pid=$relay_pid; pc_url=$relay_url
+warm --url "$pc_url" --connections "$CONNS"
+"$RB" load --url "$pc_url" --connections "$CONNS" --duration "$DURATION" \
+  --max-requests "$MAXREQ" --pid "relay=$pc_pid" --pid "mock=$mock_pid" --redis-url "$REDIS" \
+  --label "relay-redis-1-percore@$round" --out "$results" >/dev/null
+stop "$pc_pid"
+fi
 fi
 
 # Mailboxes: envelope PUT and list against the limit of their parts, the HTTP intake alone

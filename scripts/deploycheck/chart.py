@@ -103,11 +103,12 @@ def check_helm_render(c: Check, known: dict, state: dict) -> None:
     # `helm lint` only logs a template's `fail`: the one-replica-without-Redis guard lives in
     # the schema so that lint refuses it too.
     for label, values in (("replicaCount=3 without Redis", {"replicaCount": 3}),
-                          ("autoscaling without Redis", {"autoscaling": {"enabled": True}})):
+                          ("autoscaling without Redis", {"autoscaling": {"enabled": True}}),
+                          ("runtime=per-core without Redis", {"runtime": "per-core"})):
         report = helm.lint(str(CHART), values, strict=True, namespace="relay")
         errors = [m.get("error") for m in report.get("messages") or [] if m.get("severity", 0) >= 2]
         errors += report.get("errors") or []
-        if not any("needs Redis" in str(e) for e in errors):
+        if not any("needs Redis" in str(e) or "only through Redis" in str(e) for e in errors):
             c.error(f"helm lint passes {label} (the guard must fire in lint too): {errors}")
     never = sorted(set(known) - seen_vars)
     if never:

@@ -597,6 +597,9 @@ whole number fails unless terminationGracePeriodSeconds is explicit.
 {{- if and (not $hasRedis) (or $v.autoscaling.enabled (gt (int $v.replicaCount) 1)) -}}
 {{- fail "more than one replica (replicaCount > 1 or autoscaling.enabled) needs Redis: set redis.url or redis.existingSecret; without it every replica keeps its own policy state and duplicates are not coalesced" -}}
 {{- end -}}
+{{- if and (not $hasRedis) (eq (toString $v.runtime) "per-core") -}}
+{{- fail "runtime: per-core runs a whole relay on each core, and they share state only through Redis: set redis.url or redis.existingSecret, or runtime: shared" -}}
+{{- end -}}
 {{- $hasKey := include "sealrelay.hasApnsKey" . -}}
 {{- $creds := dict "apns.teamId" (or $v.apns.teamId (include "sealrelay.userSetsVar" (list . "APNS_TEAM_ID"))) "apns.keyId" (or $v.apns.keyId (include "sealrelay.userSetsVar" (list . "APNS_KEY_ID"))) "apns.topic" (or $v.apns.topic (include "sealrelay.userSetsVar" (list . "APNS_TOPIC"))) "apns.authKey" $hasKey -}}
 {{- $missing := list -}}
