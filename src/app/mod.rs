@@ -330,7 +330,8 @@ fn sensitive_headers() -> tower_http::sensitive_headers::SetSensitiveRequestHead
 pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
     let metrics = crate::metrics::handle();
     let settings = cfg.app.clone();
-    let listener = listen::bind_public(settings.listen, cfg.cores().is_some_and(|n| n > 1))
+    let cores = cfg.cores().unwrap_or(1);
+    let listener = listen::bind_public(settings.listen, cores > 1)
         .map_err(|e| anyhow::anyhow!("RELAY_LISTEN={}: cannot bind: {e}", settings.listen))?;
     let admin = TcpListener::bind(settings.admin_listen)
         .await
@@ -405,7 +406,6 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
     if let Some(why) = &unserved {
         tracing::warn!("/readyz stays 503: {why}");
     }
-    let cores = cfg.cores().unwrap_or(1);
     let app = App::build(cfg.clone(), clock.clone())?;
     let health = Arc::new(Health::new(unserved));
     let stop = app.stop.clone();
