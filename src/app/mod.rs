@@ -147,6 +147,8 @@ pub struct App {
     mailboxes: Arc<Mailboxes>,
     /// Several regions (`RELAY_REGION`), when set.
     regions: Option<Arc<crate::region::Regions>>,
+    /// The in-flight limit and client buckets: one per process, shared by every core.
+    admission: Arc<crate::admission::Admission>,
     /// Turns true when the relay stops: listeners close, live sockets say goodbye.
     stop: watch::Sender<bool>,
     cfg: Config,
@@ -198,6 +200,17 @@ pub fn register_metrics() {
 impl App {
     /// Builds the relay from a validated configuration.
     pub fn build(cfg: Config, clock: Clock) -> anyhow::Result<Self> {
+        Self::build_on(cfg, clock, None)
+    }
+
+    /// Builds a relay that admits requests through `admission` when given: the first core's,
+    /// so a process of several cores (`RELAY_RUNTIME=per-core`) holds one in-flight limit and
+    /// one bucket per client address, as a replica of one runtime does.
+    fn build_on(
+        cfg: Config,
+        clock: Clock,
+        admission: Option<Arc<crate::admission::Admission>>,
+    ) -> anyhow::Result<Self> {
         register_metrics();
         let store = Arc::new(build_store(&cfg, &clock)?);
         let apns: Option<Arc<ApnsClient>> = match &cfg.delivery {
@@ -229,7 +242,7 @@ impl App {
                 )),
             ),
         );
-        let admission = Arc::new(V1::admission(&cfg.v1));
+        let admission = admission.unwrap_or_else(|| Arc::new(V1::admission(&cfg.v1)));
         let regions = match &cfg.region {
             Some(r) => Some(Arc::new(crate::region::Regions::new(r)?)),
             None => None,
@@ -285,6 +298,7 @@ impl App {
             signed,
             mailboxes,
             regions,
+            admission,
             stop,
             cfg,
         })
@@ -331,6 +345,7 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
     let metrics = crate::metrics::handle();
     let settings = cfg.app.clone();
     let cores = cfg.cores().unwrap_or(1);
+    let cfg = cfg.per_core(cores);
     let listener = listen::bind_public(settings.listen, cores > 1)
         .map_err(|e| anyhow::anyhow!("RELAY_LISTEN={}: cannot bind: {e}", settings.listen))?;
     let admin = TcpListener::bind(settings.admin_listen)
@@ -415,17 +430,19 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
     // taking connections on the same address, built before this one serves.
     let mut others = Vec::with_capacity(cores.saturating_sub(1));
     for index in 1..cores {
-        let started = start_core(index, cfg.clone(), clock.clone(), addr, stop.subscribe())?;
+        let started = start_core(
+            index,
+            cfg.clone(),
+            clock.clone(),
+            app.admission.clone(),
+            addr,
+            stop.subscribe(),
+        )?;
         others.push(
             started
                 .await
                 .map_err(|_| anyhow::anyhow!("core {index} stopped while starting"))??,
         );
-    }
-    if cores > 1 {
-        // Each core admits RELAY_MAX_INFLIGHT at once and the in-flight gauge counts them
-        // all: the limit it is read against is the process's.
-        crate::metrics::max_inflight(cfg.v1.max_inflight * cores);
     }
     let mut stores = vec![app.store.clone()];
     stores.extend(others.iter().map(|c| c.store.clone()));
@@ -590,13 +607,15 @@ struct Core {
 }
 
 /// Starts core `index` on a thread of its own: a single-threaded runtime serving a whole
-/// relay built from `cfg`, with its own listener on `addr`. It stops, finishing its in-flight
+/// relay built from `cfg` and admitting through the first core's `admission`, with its own
+/// listener on `addr`. It stops, finishing its in-flight
 /// requests, when `stop` (the first core's) turns true or is dropped. The answer arrives once
 /// it is built and accepting.
 fn start_core(
     index: usize,
     cfg: Config,
     clock: Clock,
+    admission: Arc<crate::admission::Admission>,
     addr: SocketAddr,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::sync::oneshot::Receiver<anyhow::Result<Core>>> {
@@ -608,7 +627,9 @@ fn start_core(
                 .enable_all()
                 .build()
             {
-                Ok(runtime) => runtime.block_on(run_core(cfg, clock, addr, stop, started)),
+                Ok(runtime) => {
+                    runtime.block_on(run_core(cfg, clock, admission, addr, stop, started))
+                }
                 Err(e) => {
                     let _ = started.send(Err(anyhow::anyhow!(
                         "core {index}: cannot start its runtime: {e}"
@@ -624,13 +645,14 @@ fn start_core(
 async fn run_core(
     cfg: Config,
     clock: Clock,
+    admission: Arc<crate::admission::Admission>,
     addr: SocketAddr,
     mut stop: watch::Receiver<bool>,
     started: tokio::sync::oneshot::Sender<anyhow::Result<Core>>,
 ) {
     let built = listen::bind_public(addr, true)
         .map_err(|e| anyhow::anyhow!("RELAY_LISTEN={addr}: cannot bind another core: {e}"))
-        .and_then(|listener| Ok((listener, App::build(cfg, clock)?)));
+        .and_then(|listener| Ok((listener, App::build_on(cfg, clock, Some(admission))?)));
     let (listener, app) = match built {
         Ok(x) => x,
         Err(e) => {

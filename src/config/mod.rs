@@ -252,6 +252,16 @@ impl Config {
         })
     }
 
+    /// The configuration each of `cores` runtimes of one process builds from
+    /// ([`Config::cores`]): the replica's Redis connections (`RELAY_REDIS_POOL_SIZE`) divided
+    /// among them, at least one each, so a replica holds about as many as with one runtime.
+    pub fn per_core(mut self, cores: usize) -> Self {
+        if let Some(r) = &mut self.store.redis {
+            r.pool_size = r.pool_size.div_ceil(cores.max(1));
+        }
+        self
+    }
+
     /// The flag for a variable: `RELAY_LISTEN` -> `relay-listen`.
     pub fn flag_name(var: &str) -> String {
         var.to_ascii_lowercase().replace('_', "-")

@@ -182,7 +182,7 @@ vars! {
     RELAY_REDIS_PREFIX, Store, Some("sealrelay:"), Text(0, 64),
         "Prefix of every Redis key, so one Redis can serve several deployments (no braces or spaces).";
     RELAY_REDIS_POOL_SIZE, Store, Some("4"), Int(1, 64),
-        "Redis connections per replica.";
+        "Redis connections per replica (with `RELAY_RUNTIME=per-core`, divided among the cores, at least one each).";
     RELAY_REDIS_TIMEOUT_MS, Store, Some("250"), Int(10, 60_000),
         "Timeout of one Redis command, in milliseconds.";
     RELAY_REDIS_FAILURE, Store, Some("degrade"), Enum(&["degrade", "reject"]),
@@ -192,7 +192,7 @@ vars! {
     RELAY_WORKER_THREADS, Listen, None, Int(1, 1024),
         "Threads of the relay's async runtime; unset, one per core. `1` runs the relay on one thread (a single-threaded runtime), which spends less CPU per request where a replica has about one core: scale out with replicas of one core each rather than threads.";
     RELAY_RUNTIME, Listen, Some("shared"), Enum(&["shared", "per-core"]),
-        "`shared`: one async runtime whose worker threads (`RELAY_WORKER_THREADS`) share every connection and task; `per-core`: one single-threaded runtime per thread (`RELAY_WORKER_THREADS`, unset one per core), each a whole relay with its own Redis connections and APNs/FCM connections, taking connections on the same port (`SO_REUSEPORT`); needs `REDIS_URL`. Each core applies `RELAY_MAX_INFLIGHT` and `RELAY_REDIS_POOL_SIZE` on its own.";
+        "`shared`: one async runtime whose worker threads (`RELAY_WORKER_THREADS`) share every connection and task; `per-core`: one single-threaded runtime per thread (`RELAY_WORKER_THREADS`, unset one per core), each a whole relay with its own Redis connections and APNs/FCM connections, taking connections on the same port (`SO_REUSEPORT`); needs `REDIS_URL`. The cores share one `RELAY_MAX_INFLIGHT` and one bucket per client address, and divide `RELAY_REDIS_POOL_SIZE` among them (at least one connection each).";
     RELAY_MAX_INFLIGHT, Listen, Some("1024"), Int(1, 1_000_000),
         "Intake requests (v1 `POST /` and `POST /v2/pushes`) processed at once; beyond it requests get 503 (`relay overloaded`, `/v2`: `unavailable`) with `Retry-After`.";
     RELAY_IP_RATE_CAPACITY, Listen, Some("600"), Int(0, 1_000_000),

@@ -30,6 +30,11 @@ async fn setup(redis_url: &str) -> Setup {
 
 /// [`setup`] with more variables (later ones win).
 async fn setup_with(redis_url: &str, extra: &[(&str, &str)]) -> Setup {
+    setup_of(3, redis_url, extra).await
+}
+
+/// [`setup_with`] with `replicas` relays.
+async fn setup_of(replicas: usize, redis_url: &str, extra: &[(&str, &str)]) -> Setup {
     let pki = pki();
     let key = auth_key();
     let prod = mock(&pki, &key).await;
@@ -48,7 +53,7 @@ async fn setup_with(redis_url: &str, extra: &[(&str, &str)]) -> Setup {
     {
         vars.push((k.to_owned(), v.to_owned()));
     }
-    let relays = (0..3).map(|_| RelayProcess::spawn(&vars)).collect();
+    let relays = (0..replicas).map(|_| RelayProcess::spawn(&vars)).collect();
     Setup {
         prod,
         sandbox,
@@ -196,10 +201,10 @@ async fn three_per_core_replicas_on_one_redis() {
         serving.is_some_and(|l| l.contains(r#""cores":2"#)),
         "{serving:?}"
     );
-    // The in-flight limit the gauge is read against is the process's: two cores' worth.
+    // The cores share the replica's one in-flight limit.
     let metrics = s.relays[0].admin_get("/metrics");
     assert!(
-        metrics.lines().any(|l| l == "sealrelay_max_inflight 2048"),
+        metrics.lines().any(|l| l == "sealrelay_max_inflight 1024"),
         "{metrics}"
     );
 
@@ -246,6 +251,76 @@ async fn three_per_core_replicas_on_one_redis() {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
         "a core still listens on {port} after the relay exited"
     );
+}
+
+/// A replica running a relay per core is still one replica to its limits: its cores share
+/// one `RELAY_MAX_INFLIGHT` (four alerts held at APNs on four connections, which the kernel
+/// spreads over both cores, leave no room on either: eight more on new connections are all
+/// answered 503 `relay overloaded`) and divide `RELAY_REDIS_POOL_SIZE` between them (four
+/// connections to Redis for commands in all, two per core).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_core_replica_keeps_one_replicas_limits() {
+    let redis = RedisServer::start();
+    let s = Arc::new(
+        setup_of(
+            1,
+            &redis.url(),
+            &[
+                ("RELAY_RUNTIME", "per-core"),
+                ("RELAY_WORKER_THREADS", "2"),
+                ("RELAY_MAX_INFLIGHT", "4"),
+                ("RELAY_REDIS_POOL_SIZE", "4"),
+            ],
+        )
+        .await,
+    );
+    let metrics = s.relays[0].admin_get("/metrics");
+    assert!(
+        metrics.lines().any(|l| l == "sealrelay_max_inflight 4"),
+        "{metrics}"
+    );
+    // Connections to Redis for commands (pub/sub ones apart), without this CLIENT LIST's own.
+    let clients = redis.cli(&["CLIENT", "LIST", "TYPE", "normal"]);
+    assert_eq!(clients.lines().count() - 1, 4, "{clients}");
+
+    let post = |n: u32| {
+        let url = s.relays[0].url();
+        tokio::spawn(async move {
+            // A client of its own: a connection of its own.
+            let client =
+                hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                    .build_http();
+            request(
+                &client,
+                "POST",
+                &url,
+                serde_json::to_vec(&envelope(&device(7000 + n), &id(7000 + n))).unwrap(),
+            )
+            .await
+        })
+    };
+    s.prod.set_delay(Duration::from_millis(1500));
+    let started = s.prod.started();
+    let held: Vec<_> = (0..4).map(post).collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while s.prod.started() < started + 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "four alerts never reached APNs"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let refused: Vec<_> = (4..12).map(post).collect();
+    for t in refused {
+        let r = t.await.unwrap();
+        assert_eq!(r.status, 503, "{}", r.body);
+        assert_eq!(r.body, r#"{"v":1,"error":"relay overloaded"}"#);
+    }
+    s.prod.set_delay(Duration::ZERO);
+    for t in held {
+        let r = t.await.unwrap();
+        assert_eq!(r.body, r#"{"v":1,"outcome":"forwarded"}"#);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
