@@ -198,6 +198,9 @@ SV = get("part-sg-verify", "verifiers", "ring", "verifies_per_s_median")
 SR = statistics.median([r["outcomes"].get("forwarded", 0) / r["elapsed_s"] for r in groups.get("part-sg-redis", [])] or [nan])
 SL = 1.0 / (1.0 / SA + 1.0 / SV + 1.0 / SR + 1.0 / C) if min(SA, SV, SR, C) > 0 else nan
 ratio_signed_parts = S1 / SL
+S1_pc = get("signed-1-percore", "forwarded_per_s")
+S1_pc_bad = not_delivered("signed-1-percore")
+cpu_relay_s1_pc = proc("signed-1-percore", "relay", "cpu_us_per_forwarded")
 F = runs.get("signed-100", {})
 F_lat = F.get("latency_ms", {})
 F_p50, F_p90, F_p99, F_max = (F_lat.get(k, nan) for k in ("p50", "p90", "p99", "max"))
@@ -243,7 +246,10 @@ for op in ("put", "list"):
                   cpu_redis=proc(f"mailbox-{op}", "redis", "cpu_us_per_forwarded"),
                   cpu_intake=proc(f"part-mb-intake-{op}", "intake", "cpu_us_per_request"),
                   cpu_redis_alone=proc(f"part-mb-redis-{op}", "redis", "cpu_us_per_request"),
-                  cpu_redis_client=get(f"part-mb-redis-{op}", "generator_cpu_us_per_request"))
+                  cpu_redis_client=get(f"part-mb-redis-{op}", "generator_cpu_us_per_request"),
+                  T_pc=get(f"mailbox-percore-{op}", "ok_per_s"),
+                  cpu_relay_pc=proc(f"mailbox-percore-{op}", "relay", "cpu_us_per_forwarded"),
+                  cpu_redis_pc=proc(f"mailbox-percore-{op}", "redis", "cpu_us_per_forwarded"))
 
 
 def mb_round_trips(label):
@@ -360,6 +366,7 @@ table.append(f"| Signed part V: Ed25519 verifications/s, ring as the relay calls
 table.append(f"| Signed part S: the store calls of a one-target push alone (receipt begun, admission, outcomes recorded), pushes/s | {f0(SR)}{spread('part-sg-redis', 'rps')} |")
 table.append(f"| Signed combined limit 1/(1/A+1/V+1/S+1/C), with C the APNs part above, pushes/s | {f0(SL)} |")
 table.append(f"| Signed pushes (/v2/pushes, one target), 1 replica on Redis, forwarded/s | {f0(S1)}{spread('signed-1', 'forwarded_per_s')} |")
+table.append(f"| Signed pushes (one target), 1 replica on Redis, a relay per core (`RELAY_RUNTIME=per-core`), forwarded/s | {f0(S1_pc)}{spread('signed-1-percore', 'forwarded_per_s')} ({pct(S1_pc / SL) if SL == SL and SL else 'n/a'} of the combined limit; relay CPU {f1(cpu_relay_s1_pc)} us per push; {S1_pc_bad:,} not answered 201 delivered) |")
 table.append(f"| Signed / v1 forwarded/s, per round (v1 right before, same replica) | {' / '.join(f2(x) for x in signed_ratios) or 'n/a'} |")
 table.append(f"| Signed pushes (one target) not answered 201 with the target delivered, of all | {S1_bad:,} of {S1_pushes:,}{(' (' + other_outcomes('signed-1') + ')') if S1_bad else ''} |")
 table.append(f"| CPU per forwarded, sealrelay, signed one-target push / v1 push, us | {f1(cpu_relay_s1)} / {f1(cpu_relay_r1)} |")
@@ -380,6 +387,9 @@ for op, what in (("put", "envelope PUT (201 stored)"), ("list", "list (200, one 
     table.append(f"| Mailbox {what}: answered 429 / anything else but the expected answer, of all | {m['limited']:,} / {m['other_bad']:,} of {m['total']:,} |")
     table.append(f"| Mailbox {what}: CPU per request, sealrelay / redis-server under it, us | {f1(m['cpu_relay'])} / {f1(m['cpu_redis'])} |")
     table.append(f"| Mailbox {what}: CPU per request, parts alone: intake / Redis client (fred in relay-bench) / redis-server, us | {f1(m['cpu_intake'])} / {f1(m['cpu_redis_client'])} / {f1(m['cpu_redis_alone'])} |")
+    parts_m = m['cpu_intake'] + m['cpu_redis_client'] + m['cpu_redis_alone']
+    table.append(f"| Mailbox {what}: sealrelay on Redis, 1 replica, a relay per core (`RELAY_RUNTIME=per-core`), req/s | {f0(m['T_pc'])}{spread(f'mailbox-percore-{op}', 'ok_per_s')} ({pct(m['T_pc'] / m['L'] if m['L'] == m['L'] and m['L'] else nan)} of the combined limit) |")
+    table.append(f"| Mailbox {what}: a relay per core, CPU per request, sealrelay / redis-server under it, us (sealrelay + Redis against the parts) | {f1(m['cpu_relay_pc'])} / {f1(m['cpu_redis_pc'])} ({f2((m['cpu_relay_pc'] + m['cpu_redis_pc']) / parts_m if parts_m == parts_m and parts_m else nan)} x) |")
 table.append(f"| Mailbox Redis EVALSHA per request on the request path, envelope PUT / list (fixed counts) | {f2(mrt_put)} ({mrt_put_text}) / {f2(mrt_list)} ({mrt_list_text}) |")
 table.append(f"| Other Redis commands from the relay during those requests, PUT / list | {mrt_put_other:,} / {mrt_list_other:,} |")
 table.append(f"| Watch notification across two replicas at {f0(W_rate)} PUTs/s ({f0(W.get('mailboxes', nan))} mailboxes, {f0(W.get('elapsed_s', nan))} s): p50 / p90 / p99 / max, ms | {f2(W_p50)} / {f2(W_p90)} / {f2(W_p99)} / {f2(W_max)} |")
@@ -543,9 +553,9 @@ for fr, tr, rr, lr, ar, la, (c_relay, c_redis, cores) in points:
 
 outcomes = []
 for label, r in runs.items():
-    if label.split("@")[0] in ["part-intake", "part-redis", "part-apns", "part-sg-intake", "part-sg-redis", "relay-memory", "relay-redis-1", "signed-1", "relay-redis-1-mix", "relay-redis-2", "relay-redis-1-percore", "signed-100", "signed-rt-1", "signed-rt-100", "rss-warm", "rss-few", "rss-many",
+    if label.split("@")[0] in ["part-intake", "part-redis", "part-apns", "part-sg-intake", "part-sg-redis", "relay-memory", "relay-redis-1", "signed-1", "relay-redis-1-mix", "relay-redis-2", "relay-redis-1-percore", "signed-1-percore", "signed-100", "signed-rt-1", "signed-rt-100", "rss-warm", "rss-few", "rss-many",
                                    "part-mb-intake-put", "part-mb-intake-list", "part-mb-redis-put", "part-mb-redis-list",
-                                   "mailbox-put", "mailbox-list", "mailbox-rt-put", "mailbox-rt-list", "watch-2",
+                                   "mailbox-put", "mailbox-list", "mailbox-percore-put", "mailbox-percore-list", "mailbox-rt-put", "mailbox-rt-list", "watch-2",
                                    "signal-ceiling-mem", "signal-ceiling-redis", "signal-local-mem", "signal-local-redis", "signal-cross"]:
         l = r["latency_ms"]
         outcomes.append(f"| {label} | {r['requests']:,} | {r['elapsed_s']:.1f} | {f0(r['rps'])} | {f2(l['p50'])} / {f2(l['p90'])} / {f2(l['p99'])} / {f2(l['p999'])} | {', '.join(f'{k}: {v:,}' for k, v in r['outcomes'].items())} |")

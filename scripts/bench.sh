@@ -322,11 +322,18 @@ if full; then
 # beside the default runtime's figures, which the targets are measured on.
 log "sealrelay on Redis, one replica, a relay per core (RELAY_RUNTIME=per-core)"
 flush
-percore=1 start_relay pc "$REDIS"; pc_pid=$relay_pid; pc_url=$relay_url
+percore=1 start_relay pc "$REDIS" "$sockdir/admin-pc.sock"; pc_pid=$relay_pid; pc_url=$relay_url
+enrol "$sockdir/admin-pc.sock"
 warm --url "$pc_url" --connections "$CONNS"
 "$RB" load --url "$pc_url" --connections "$CONNS" --duration "$DURATION" \
   --max-requests "$MAXREQ" --pid "relay=$pc_pid" --pid "mock=$mock_pid" --redis-url "$REDIS" \
   --label "relay-redis-1-percore@$round" --out "$results" >/dev/null
+# Signed pushes of one target on the same replica right after, as on the default runtime.
+log "sealrelay on Redis, one replica, a relay per core, signed pushes (one target each)"
+warm_signed --url "$pc_url" --connections "$CONNS"
+"${SIGNED[@]}" --url "$pc_url" --connections "$CONNS" --duration "$DURATION" \
+  --max-requests "$MAXREQ" --pregen "$pregen" --pid "relay=$pc_pid" --pid "mock=$mock_pid" \
+  --redis-url "$REDIS" --label "signed-1-percore@$round" --out "$results" >/dev/null
 stop "$pc_pid"
 fi
 fi
@@ -370,6 +377,20 @@ for op in put list; do
   "$RB" mailbox --url "$m_url" --op "$op" --per-mailbox "$per" --body-bytes "$MB_BODY" \
     --connections "$CONNS" --duration "$DURATION" --max-requests "$MAXREQ" \
     --pid "relay=$m_pid" --redis-url "$REDIS" --label "mailbox-$op@$round" --out "$results" >/dev/null
+done
+stop "$m_pid"
+flush
+
+# The same requests to one replica running a relay per core (RELAY_RUNTIME=per-core),
+# reported beside the default runtime's.
+log "sealrelay on Redis, one replica, a relay per core, mailboxes: envelope PUT and list"
+mb=1 percore=1 start_relay mbpc "$REDIS"; m_pid=$relay_pid; m_url=$relay_url
+warm_mb --url "$m_url" --connections "$CONNS"
+for op in put list; do
+  per=100; [ "$op" = list ] && per=200
+  "$RB" mailbox --url "$m_url" --op "$op" --per-mailbox "$per" --body-bytes "$MB_BODY" \
+    --connections "$CONNS" --duration "$DURATION" --max-requests "$MAXREQ" \
+    --pid "relay=$m_pid" --redis-url "$REDIS" --label "mailbox-percore-$op@$round" --out "$results" >/dev/null
 done
 stop "$m_pid"
 flush
