@@ -155,7 +155,15 @@ async fn readyz(State(s): State<Probes>) -> Response {
 }
 
 async fn metrics_text(State(s): State<Probes>) -> Response {
-    crate::metrics::memory_devices(s.stores.iter().map(|s| s.policy().in_process().len()).sum());
+    // The cores of one process share one in-process policy state: count each state once.
+    let mut states: Vec<&crate::store::policy::MemoryStore> = Vec::new();
+    for store in s.stores.iter() {
+        let state = store.policy().in_process();
+        if !states.iter().any(|&seen| std::ptr::eq(seen, state)) {
+            states.push(state);
+        }
+    }
+    crate::metrics::memory_devices(states.iter().map(|m| m.len()).sum());
     // Each core's store sets the gauge when it turns degraded or recovers; with several, the
     // last to change would win: the scrape says whether any is.
     if s.stores.len() > 1 {

@@ -154,6 +154,13 @@ pub struct App {
     cfg: Config,
 }
 
+/// What the cores of one process share (`RELAY_RUNTIME=per-core`): the first core's
+/// admission and in-process policy state.
+struct Shared {
+    admission: Arc<crate::admission::Admission>,
+    policy_memory: Arc<crate::store::policy::MemoryStore>,
+}
+
 /// Registers every series whose label values are known at zero, each label set taken from
 /// the type that owns it, so dashboards and `rate()` work before the first event.
 pub fn register_metrics() {
@@ -203,16 +210,20 @@ impl App {
         Self::build_on(cfg, clock, None)
     }
 
-    /// Builds a relay that admits requests through `admission` when given: the first core's,
-    /// so a process of several cores (`RELAY_RUNTIME=per-core`) holds one in-flight limit and
-    /// one bucket per client address, as a replica of one runtime does.
-    fn build_on(
-        cfg: Config,
-        clock: Clock,
-        admission: Option<Arc<crate::admission::Admission>>,
-    ) -> anyhow::Result<Self> {
+    /// Builds a relay on what another core of the process `shares` when given: the first
+    /// core's, so a process of several cores (`RELAY_RUNTIME=per-core`) holds one in-flight
+    /// limit, one bucket per client address and one in-process policy state (what it decides
+    /// on while degraded), as a replica of one runtime does.
+    fn build_on(cfg: Config, clock: Clock, shares: Option<Shared>) -> anyhow::Result<Self> {
         register_metrics();
-        let store = Arc::new(build_store(&cfg, &clock)?);
+        let (admission, store) = match shares {
+            Some(s) => (
+                Some(s.admission),
+                build_store(&cfg, &clock)?.sharing_policy_memory(s.policy_memory),
+            ),
+            None => (None, build_store(&cfg, &clock)?),
+        };
+        let store = Arc::new(store);
         let apns: Option<Arc<ApnsClient>> = match &cfg.delivery {
             // Apple checks the provider token's `iat` against real time, so the client signs
             // with the system clock even when a test drives the policy with a manual one.
@@ -302,6 +313,14 @@ impl App {
             stop,
             cfg,
         })
+    }
+
+    /// What another core of this process builds on ([`App::build_on`]).
+    fn shares(&self) -> Shared {
+        Shared {
+            admission: self.admission.clone(),
+            policy_memory: self.store.policy().in_process_shared(),
+        }
     }
 
     /// The admin API's router (served on the Unix socket and loopback TCP).
@@ -434,7 +453,7 @@ pub async fn spawn(cfg: Config, clock: Clock) -> anyhow::Result<Running> {
             index,
             cfg.clone(),
             clock.clone(),
-            app.admission.clone(),
+            app.shares(),
             addr,
             stop.subscribe(),
         )?;
@@ -607,15 +626,14 @@ struct Core {
 }
 
 /// Starts core `index` on a thread of its own: a single-threaded runtime serving a whole
-/// relay built from `cfg` and admitting through the first core's `admission`, with its own
-/// listener on `addr`. It stops, finishing its in-flight
-/// requests, when `stop` (the first core's) turns true or is dropped. The answer arrives once
-/// it is built and accepting.
+/// relay built from `cfg` on what the first core `shares`, with its own
+/// listener on `addr`. It stops, finishing its in-flight requests, when `stop` (the first
+/// core's) turns true or is dropped. The answer arrives once it is built and accepting.
 fn start_core(
     index: usize,
     cfg: Config,
     clock: Clock,
-    admission: Arc<crate::admission::Admission>,
+    shares: Shared,
     addr: SocketAddr,
     stop: watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::sync::oneshot::Receiver<anyhow::Result<Core>>> {
@@ -627,9 +645,7 @@ fn start_core(
                 .enable_all()
                 .build()
             {
-                Ok(runtime) => {
-                    runtime.block_on(run_core(cfg, clock, admission, addr, stop, started))
-                }
+                Ok(runtime) => runtime.block_on(run_core(cfg, clock, shares, addr, stop, started)),
                 Err(e) => {
                     let _ = started.send(Err(anyhow::anyhow!(
                         "core {index}: cannot start its runtime: {e}"
@@ -645,14 +661,14 @@ fn start_core(
 async fn run_core(
     cfg: Config,
     clock: Clock,
-    admission: Arc<crate::admission::Admission>,
+    shares: Shared,
     addr: SocketAddr,
     mut stop: watch::Receiver<bool>,
     started: tokio::sync::oneshot::Sender<anyhow::Result<Core>>,
 ) {
     let built = listen::bind_public(addr, true)
         .map_err(|e| anyhow::anyhow!("RELAY_LISTEN={addr}: cannot bind another core: {e}"))
-        .and_then(|listener| Ok((listener, App::build_on(cfg, clock, Some(admission))?)));
+        .and_then(|listener| Ok((listener, App::build_on(cfg, clock, Some(shares))?)));
     let (listener, app) = match built {
         Ok(x) => x,
         Err(e) => {

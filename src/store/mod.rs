@@ -160,6 +160,13 @@ impl Store {
         self.policy.redis_ready().unwrap_or(true) || self.degraded()
     }
 
+    /// This store deciding on `memory` while degraded: another core's in-process policy
+    /// state (see [`policy::PolicyStore::sharing_memory`]).
+    pub(crate) fn sharing_policy_memory(mut self, memory: Arc<policy::MemoryStore>) -> Self {
+        self.policy = self.policy.sharing_memory(memory);
+        self
+    }
+
     /// Per-device policy state.
     pub fn policy(&self) -> &policy::PolicyStore {
         &self.policy

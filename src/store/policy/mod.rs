@@ -38,7 +38,9 @@ type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + '
 /// Per-device policy state: in process, and in Redis when configured.
 #[derive(Debug)]
 pub struct PolicyStore {
-    memory: MemoryStore,
+    /// In process: the only store without Redis, the fallback with it; one for every core
+    /// of a `RELAY_RUNTIME=per-core` process ([`PolicyStore::sharing_memory`]).
+    memory: Arc<MemoryStore>,
     redis: Option<(RedisStore, Arc<Link>)>,
 }
 
@@ -46,7 +48,7 @@ impl PolicyStore {
     /// In process only.
     pub(crate) fn memory(policy: Policy) -> Self {
         Self {
-            memory: MemoryStore::new(policy),
+            memory: Arc::new(MemoryStore::new(policy)),
             redis: None,
         }
     }
@@ -54,9 +56,21 @@ impl PolicyStore {
     /// In Redis, with the in-process store as the fallback.
     pub(crate) fn redis(store: RedisStore, link: Arc<Link>, policy: Policy) -> Self {
         Self {
-            memory: MemoryStore::new(policy),
+            memory: Arc::new(MemoryStore::new(policy)),
             redis: Some((store, link)),
         }
+    }
+
+    /// This store with `memory` as its in-process store: another core's, so the cores of one
+    /// process decide on one in-process state while degraded, as one replica does.
+    pub(crate) fn sharing_memory(mut self, memory: Arc<MemoryStore>) -> Self {
+        self.memory = memory;
+        self
+    }
+
+    /// The in-process store itself, to share with [`PolicyStore::sharing_memory`].
+    pub(crate) fn in_process_shared(&self) -> Arc<MemoryStore> {
+        self.memory.clone()
     }
 
     /// The in-process store (the only one without Redis, the fallback with it).
@@ -82,7 +96,7 @@ impl PolicyStore {
     ) -> Result<T, StoreError> {
         let started = Instant::now();
         let Some((redis, link)) = &self.redis else {
-            let r = call(&self.memory).await;
+            let r = call(&*self.memory).await;
             op.record(started, r.is_ok());
             return r;
         };
@@ -90,7 +104,7 @@ impl PolicyStore {
             if shared {
                 return Err(StoreError::Degraded);
             }
-            return call(&self.memory).await;
+            return call(&*self.memory).await;
         }
         match call(redis).await {
             Ok(r) => {
@@ -107,7 +121,7 @@ impl PolicyStore {
                     }
                     RedisFailure::Degrade => {
                         link.degrade(&e);
-                        call(&self.memory).await
+                        call(&*self.memory).await
                     }
                 }
             }

@@ -323,6 +323,68 @@ async fn a_per_core_replica_keeps_one_replicas_limits() {
     }
 }
 
+/// While Redis is down (`RELAY_REDIS_FAILURE=degrade`, the server stopped), a per-core
+/// replica still decides as one replica: its cores decide on one in-process state. The same
+/// alert to one device on sixteen connections at once (spread over both cores; all on one:
+/// odds of 2^-15) is forwarded once and coalesced fifteen times, and the in-process devices
+/// gauge counts that device once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_core_replica_decides_as_one_while_degraded() {
+    let mut redis = RedisServer::start();
+    let s = Arc::new(
+        setup_of(
+            1,
+            &redis.url(),
+            &[
+                ("RELAY_RUNTIME", "per-core"),
+                ("RELAY_WORKER_THREADS", "2"),
+                ("RELAY_REDIS_FAILURE", "degrade"),
+                ("RELAY_REDIS_TIMEOUT_MS", "200"),
+            ],
+        )
+        .await,
+    );
+    redis.stop();
+    let d = device(8000);
+    let e = envelope(&d, &id(8000));
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let (url, body) = (s.relays[0].url(), serde_json::to_vec(&e).unwrap());
+            tokio::spawn(async move {
+                // A client of its own: a connection of its own.
+                let client = hyper_util::client::legacy::Client::builder(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .build_http();
+                request(&client, "POST", &url, body).await
+            })
+        })
+        .collect();
+    let mut forwarded = 0;
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert_eq!(r.status, 202, "{}", r.body);
+        if r.body == r#"{"v":1,"outcome":"forwarded"}"# {
+            forwarded += 1;
+        } else {
+            assert_eq!(r.body, r#"{"v":1,"outcome":"coalesced"}"#);
+        }
+    }
+    assert_eq!(forwarded, 1);
+    assert_eq!(s.prod.received_for(&d).len(), 1);
+    let metrics = s.relays[0].admin_get("/metrics");
+    assert!(
+        metrics.lines().any(|l| l == "sealrelay_degraded 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "sealrelay_memory_store_devices 1"),
+        "{metrics}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_on_a_redis_cluster() {
     let cluster = RedisCluster::start();
