@@ -410,8 +410,8 @@ fn store_errors(metrics: &str, op: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The record of a push's outcome whose reply is lost (`CLIENT PAUSE ... WRITE` from the
-/// moment APNs has the notification until after the relay gave up on the record, with
+/// The record of a push's outcome whose reply is lost (`CLIENT PAUSE ... WRITE` from just
+/// before APNs answers until after the relay gave up on the record, with
 /// `RELAY_REDIS_TIMEOUT_MS=150`): the record ran all the same when the pause ended, and the
 /// background retry of it changes nothing more. APNs gets the push once, the request
 /// answers 201 with the target `delivered`, and the stored receipt holds one `target`
@@ -431,8 +431,9 @@ async fn a_lost_outcome_record_is_recorded_once() {
     r.enroll(&ops, &[TOPIC]).await;
     let mut n = 1;
     let (d, id) = loop {
-        // Up to 30 attempts: on a loaded machine the pause often catches the retry worker's
-        // poll instead, or starts after the record went through.
+        // Up to 30 attempts: on a loaded machine the pause can still catch the retry
+        // worker's poll in time to degrade the replica, or start after the record went
+        // through.
         assert!(n < 60, "the stall never covered the outcome's record alone");
         // A first push caches the signer and loads every script of the path.
         let warm = ops.sign(ops.request(&rid(n), &[device(n as u32)], Clock::System.now_ms()));
@@ -451,9 +452,12 @@ async fn a_lost_outcome_record_is_recorded_once() {
             Clock::System.now_ms(),
         ));
         let before = r.h.admin("/metrics").await.body;
-        // APNs holds its answer 400 ms; the pause begins once it has the request (the
-        // receipt and the admission are written by then) and lasts past the record and
-        // its one immediate retry.
+        // APNs holds its answer 400 ms; the pause begins 300 ms after it has the request
+        // (the receipt and the admission are written by then) and lasts past the record and
+        // its one immediate retry. Not at once: a background call the pause catches (the
+        // retry worker polls every 100 ms) times out after 150 ms and degrades the replica,
+        // and a degraded replica does not send the record at all; begun 100 ms before the
+        // answer, such a timeout comes after the record is sent.
         r.h.prod.set_delay(Duration::from_millis(400));
         let started = r.h.prod.started();
         let post = {
@@ -465,6 +469,7 @@ async fn a_lost_outcome_record_is_recorded_once() {
             assert!(Instant::now() < deadline, "the APNs request never started");
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
+        tokio::time::sleep(Duration::from_millis(300)).await;
         redis.cli(&["CLIENT", "PAUSE", "1200", "WRITE"]);
         let answer = post.await.unwrap();
         r.h.prod.set_delay(Duration::ZERO);
@@ -513,7 +518,10 @@ async fn a_lost_outcome_record_is_recorded_once() {
     let kinds: Vec<&str> = events.lines().filter_map(|e| e.split('|').nth(1)).collect();
     assert_eq!(kinds, ["accepted", "target", "settled"], "{events}");
     assert_eq!(r.h.prod.received_for(&d).len(), 1, "sent exactly once");
-    println!("lost outcome record (CLIENT PAUSE 1200 ms WRITE, timeout 150 ms): recorded once, sent once");
+    println!(
+        "lost outcome record (CLIENT PAUSE 1200 ms WRITE, timeout 150 ms): recorded once, sent once; stall {} of at most 30",
+        (n - 1) / 2
+    );
 }
 
 /// A signer revocation and an enrolment whose replies are lost (`CLIENT PAUSE 800 WRITE`,
