@@ -1462,6 +1462,10 @@ impl CommandKind {
     )
   }
 
+  // sealrelay patch: scripts (`EVAL`, `EVALSHA`, `FCALL`) are no longer flushed on their own:
+  // like any other command they are flushed when nothing waits behind them (and the router
+  // flushes whenever its command channel is empty, `router::commands::read_or_write`), so
+  // the script calls of concurrent requests share one write instead of one write each.
   pub fn should_flush(&self) -> bool {
     matches!(
       *self,
@@ -1472,10 +1476,6 @@ impl CommandKind {
         | CommandKind::_Hello(_)
         | CommandKind::Exec
         | CommandKind::Discard
-        | CommandKind::Eval
-        | CommandKind::EvalSha
-        | CommandKind::Fcall
-        | CommandKind::FcallRO
         | CommandKind::_Custom(_)
     )
   }

@@ -434,6 +434,12 @@ async fn process_command(
   inner.counters.decr_cmd_buffer_len();
 
   _trace!(inner, "Recv command: {:?}", command);
+  // sealrelay patch: an instruction other than a command (a cluster sync, a reconnection, a
+  // redirection, a pipeline, a transaction) may wait on the network for a while; commands
+  // written without a flush before it go out first (see `flush_when_idle`).
+  if !matches!(command, RouterCommand::Command(_)) {
+    let _ = router.flush().await;
+  }
   match command {
     RouterCommand::SyncCluster { tx } => process_sync_cluster(inner, router, tx).await,
     #[cfg(feature = "transactions")]
@@ -462,6 +468,18 @@ async fn process_command(
   }
 }
 
+/// sealrelay patch: once nothing waits in the command channel, flush every connection.
+/// Commands are written without a flush while others wait behind them (`should_send`, which
+/// reads a counter of queued commands that can drift: commands dropped from a channel after
+/// `QUIT` or a reconnection were never counted out), so a written command is never held
+/// back for one that will not come, whatever that counter says or whichever connection the
+/// next command went to. A flush with nothing buffered writes nothing.
+async fn flush_when_idle(router: &mut Router, rx: &CommandReceiver) {
+  if rx.is_empty() {
+    let _ = router.flush().await;
+  }
+}
+
 /// Try to read frames from any socket, otherwise try to write the next command.
 async fn read_or_write(
   inner: &RefCount<ClientInner>,
@@ -481,6 +499,7 @@ async fn read_or_write(
       },
       Some(command) = rx.recv() => {
         process_command(inner, router, command).await?;
+        flush_when_idle(router, rx).await;
       },
       _ = sleep_ft => {
         // break out and return early, starting another call to poll_next on all the sockets,
@@ -498,6 +517,7 @@ async fn read_or_write(
       },
       Some(command) = rx.recv() => {
         process_command(inner, router, command).await?;
+        flush_when_idle(router, rx).await;
       },
     };
   }
@@ -516,6 +536,8 @@ async fn drain_command_rx(inner: &RefCount<ClientInner>, rx: &mut CommandReceive
 #[cfg(not(feature = "glommio"))]
 fn drain_command_rx(inner: &RefCount<ClientInner>, rx: &mut CommandReceiver) {
   while let Ok(command) = rx.try_recv() {
+    // sealrelay patch: counted in by `send_to_router`, so counted out here.
+    inner.counters.decr_cmd_buffer_len();
     _warn!(inner, "Skip command with canceled error after calling quit.");
     command.cancel();
   }

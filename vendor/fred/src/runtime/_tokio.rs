@@ -116,6 +116,14 @@ impl<T: Send + 'static> Receiver<T> {
     }
   }
 
+  // sealrelay patch: whether nothing waits in the channel (the router flushes then).
+  pub fn is_empty(&self) -> bool {
+    match self.rx {
+      ReceiverKind::Bounded(ref rx) => rx.is_empty(),
+      ReceiverKind::Unbounded(ref rx) => rx.is_empty(),
+    }
+  }
+
   pub fn into_stream(self) -> impl Stream<Item = T> + 'static {
     match self.rx {
       ReceiverKind::Bounded(tx) => ReceiverStream::new(tx).boxed(),
