@@ -369,31 +369,27 @@ for op in put list; do
 done
 flush
 
+# One fresh replica on Redis, envelope PUTs then lists, labelled mailbox-<kind><op>; with
+# percore=1 in the environment of the call, the replica runs a relay per core.
+mb_runs() { # name label-infix
+  local m_pid m_url
+  mb=1 start_relay "$1" "$REDIS"; m_pid=$relay_pid; m_url=$relay_url
+  warm_mb --url "$m_url" --connections "$CONNS"
+  for op in put list; do
+    per=100; [ "$op" = list ] && per=200
+    "$RB" mailbox --url "$m_url" --op "$op" --per-mailbox "$per" --body-bytes "$MB_BODY" \
+      --connections "$CONNS" --duration "$DURATION" --max-requests "$MAXREQ" \
+      --pid "relay=$m_pid" --redis-url "$REDIS" --label "mailbox-$2$op@$round" --out "$results" >/dev/null
+  done
+  stop "$m_pid"
+  flush
+}
 log "sealrelay on Redis, one replica, mailboxes: envelope PUT and list"
-mb=1 start_relay mb1 "$REDIS"; m_pid=$relay_pid; m_url=$relay_url
-warm_mb --url "$m_url" --connections "$CONNS"
-for op in put list; do
-  per=100; [ "$op" = list ] && per=200
-  "$RB" mailbox --url "$m_url" --op "$op" --per-mailbox "$per" --body-bytes "$MB_BODY" \
-    --connections "$CONNS" --duration "$DURATION" --max-requests "$MAXREQ" \
-    --pid "relay=$m_pid" --redis-url "$REDIS" --label "mailbox-$op@$round" --out "$results" >/dev/null
-done
-stop "$m_pid"
-flush
-
+mb_runs mb1 ""
 # The same requests to one replica running a relay per core (RELAY_RUNTIME=per-core),
 # reported beside the default runtime's.
 log "sealrelay on Redis, one replica, a relay per core, mailboxes: envelope PUT and list"
-mb=1 percore=1 start_relay mbpc "$REDIS"; m_pid=$relay_pid; m_url=$relay_url
-warm_mb --url "$m_url" --connections "$CONNS"
-for op in put list; do
-  per=100; [ "$op" = list ] && per=200
-  "$RB" mailbox --url "$m_url" --op "$op" --per-mailbox "$per" --body-bytes "$MB_BODY" \
-    --connections "$CONNS" --duration "$DURATION" --max-requests "$MAXREQ" \
-    --pid "relay=$m_pid" --redis-url "$REDIS" --label "mailbox-percore-$op@$round" --out "$results" >/dev/null
-done
-stop "$m_pid"
-flush
+percore=1 mb_runs mbpc percore-
 fi
 
 # Signal: the relayed-bytes ceiling of one replica, on the embedded store and on Redis.

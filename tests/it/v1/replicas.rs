@@ -76,6 +76,18 @@ impl Setup {
     }
 }
 
+/// POSTs `body` to `url` in a task, on a connection of its own (a client of its own), so
+/// that the kernel may hand it to any core's listener of a per-core replica.
+fn post_alone(url: String, body: &serde_json::Value) -> tokio::task::JoinHandle<Resp> {
+    let body = serde_json::to_vec(body).unwrap();
+    tokio::spawn(async move {
+        let client =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http();
+        request(&client, "POST", &url, body).await
+    })
+}
+
 /// A device's key in Redis: its hash tag is the first 32 hex characters of SHA-256 of the
 /// (lowercase) token.
 fn store_key(device: &str) -> String {
@@ -211,22 +223,9 @@ async fn three_per_core_replicas_on_one_redis() {
     // 32 alerts at once to one replica, each on a connection of its own: the kernel spreads
     // the connections over both cores' listeners (all 32 on one: odds of 2^-31).
     let before = s.prod.received().len();
-    let mut tasks = Vec::new();
-    for n in 0..32u32 {
-        let url = s.relays[0].url();
-        tasks.push(tokio::spawn(async move {
-            let client =
-                hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                    .build_http();
-            request(
-                &client,
-                "POST",
-                &url,
-                serde_json::to_vec(&envelope(&device(5000 + n), &id(n))).unwrap(),
-            )
-            .await
-        }));
-    }
+    let tasks: Vec<_> = (0..32u32)
+        .map(|n| post_alone(s.relays[0].url(), &envelope(&device(5000 + n), &id(n))))
+        .collect();
     for t in tasks {
         let r = t.await.unwrap();
         assert_eq!(r.body, r#"{"v":1,"outcome":"forwarded"}"#);
@@ -284,20 +283,10 @@ async fn a_per_core_replica_keeps_one_replicas_limits() {
     assert_eq!(clients.lines().count() - 1, 4, "{clients}");
 
     let post = |n: u32| {
-        let url = s.relays[0].url();
-        tokio::spawn(async move {
-            // A client of its own: a connection of its own.
-            let client =
-                hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                    .build_http();
-            request(
-                &client,
-                "POST",
-                &url,
-                serde_json::to_vec(&envelope(&device(7000 + n), &id(7000 + n))).unwrap(),
-            )
-            .await
-        })
+        post_alone(
+            s.relays[0].url(),
+            &envelope(&device(7000 + n), &id(7000 + n)),
+        )
     };
     s.prod.set_delay(Duration::from_millis(1500));
     let started = s.prod.started();
@@ -347,19 +336,7 @@ async fn a_per_core_replica_decides_as_one_while_degraded() {
     redis.stop();
     let d = device(8000);
     let e = envelope(&d, &id(8000));
-    let tasks: Vec<_> = (0..16)
-        .map(|_| {
-            let (url, body) = (s.relays[0].url(), serde_json::to_vec(&e).unwrap());
-            tokio::spawn(async move {
-                // A client of its own: a connection of its own.
-                let client = hyper_util::client::legacy::Client::builder(
-                    hyper_util::rt::TokioExecutor::new(),
-                )
-                .build_http();
-                request(&client, "POST", &url, body).await
-            })
-        })
-        .collect();
+    let tasks: Vec<_> = (0..16).map(|_| post_alone(s.relays[0].url(), &e)).collect();
     let mut forwarded = 0;
     for t in tasks {
         let r = t.await.unwrap();
